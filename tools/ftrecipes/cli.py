@@ -1,0 +1,195 @@
+"""Command line: ftrecipes list | show | render | lint | regen | estimate | ...; and `render`."""
+
+import argparse
+import json
+import sys
+
+from . import __version__
+from .errors import UserError
+
+
+def _cmd_list(args):
+    from . import recipe
+
+    rows = []
+    for r in recipe.all_recipes():
+        m = r.meta
+        hw = m["hardware"]
+        rows.append(
+            {
+                "name": r.name,
+                "version": r.version,
+                "model": m["model"]["name"],
+                "method": m["method"] if m["finetuning"] == "full" else f"{m['method']}+{m['finetuning']}",
+                "framework": m["framework"]["name"],
+                "hardware": f"{hw['nodes'] * hw['gpus_per_node']}x{hw['gpu']}",
+                "summary": m["summary"],
+            }
+        )
+    if args.json:
+        json.dump(rows, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    cols = ["name", "model", "method", "framework", "hardware", "version"]
+    widths = {c: max([len(c)] + [len(str(r[c])) for r in rows]) for c in cols}
+    print("  ".join(c.upper().ljust(widths[c]) for c in cols).rstrip())
+    for r in rows:
+        print("  ".join(str(r[c]).ljust(widths[c]) for c in cols).rstrip())
+    return 0
+
+
+def _cmd_show(args):
+    import textwrap
+
+    from . import recipe
+
+    r = recipe.load(args.name)
+    m = r.meta
+    out = [f"{r.label()} — {m['summary']}", ""]
+    out.append(f"model:      {m['model']['name']} ({m['model']['hf_id']})")
+    out.append(f"method:     {m['method']} ({m['finetuning']})")
+    out.append(f"framework:  {m['framework']['name']} via {m['framework']['launcher']}")
+    hw = m["hardware"]
+    out.append(f"hardware:   {hw['nodes']} node(s) x {hw['gpus_per_node']} x {hw['gpu']}")
+    out.append("tested with: " + ", ".join(f"{k} {v}" for k, v in m["tested_with"].items()))
+    out.append("files:      " + ", ".join(f.name + (" (primary)" if f.primary else "") for f in r.files))
+    out.append("")
+    out.append("default values:")
+    width = max(len(k) for k in r.defaults)
+    for k, v in r.defaults.items():
+        out.append(f"  {k.ljust(width)}  {json.dumps(v)}")
+    out.append("")
+    for part in ("symptom", "cause", "fix"):
+        out.append(f"{part}:")
+        out.extend(textwrap.wrap(" ".join(m["story"][part].split()), 96, initial_indent="  ", subsequent_indent="  "))
+    for src in m["story"].get("sources", []):
+        out.append(f"  source: {src}")
+    print("\n".join(out))
+    return 0
+
+
+def _add_render_args(p):
+    p.add_argument("name", help="recipe name (see `ftrecipes list`) or path to a recipe folder")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="override a value (repeatable)")
+    p.add_argument("--file", "-f", help="print this file of the recipe instead of its primary file")
+    p.add_argument("-o", "--output-dir", help="write every file of the recipe into this directory")
+    p.add_argument("--force", action="store_true", help="with -o: replace existing files")
+
+
+def _cmd_render(args):
+    from . import atomic, recipe, render, values
+
+    r = recipe.load(args.name)
+    overrides = values.parse_sets(r, args.sets)
+    if args.output_dir:
+        if args.file:
+            raise UserError("use either --file or -o, not both")
+        files = render.render(r, overrides)
+        written = atomic.write_all(args.output_dir, {f.name: (text, f.executable) for f, text in files}, force=args.force)
+        for path in written:
+            print(path, file=sys.stderr)
+        _warn_memory(r, overrides)
+        return 0
+    name = args.file or r.primary.name
+    [(rfile, text)] = render.render(r, overrides, only=name)
+    sys.stdout.write(text)
+    _warn_memory(r, overrides)
+    return 0
+
+
+def _warn_memory(recipe, overrides):
+    """Hook for the memory model: warn when overrides make a recipe tight or OOM."""
+    if not overrides:
+        return
+    try:
+        from .memory import fit
+    except ImportError:
+        return
+    fit.warn_if_tight(recipe, overrides, sys.stderr)
+
+
+def _cmd_lint(args):
+    from . import lint, report
+
+    result = lint.run(args.paths, kind=args.kind)
+    report.FORMATTERS[args.format](result, sys.stdout)
+    if result.unusable:
+        return 2
+    return 1 if any(f.severity == "error" for f in result.findings) else 0
+
+
+def _cmd_regen(args):
+    from . import regen
+
+    return regen.main(args.names, check=args.check)
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="ftrecipes", description="Fine-tuning recipes that fit: render, lint, estimate.")
+    parser.add_argument("--version", action="version", version=f"ftrecipes {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("list", help="list recipes")
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+    p.set_defaults(func=_cmd_list)
+
+    p = sub.add_parser("show", help="show a recipe's metadata, default values and story")
+    p.add_argument("name")
+    p.set_defaults(func=_cmd_show)
+
+    p = sub.add_parser("render", help="render a recipe's files (primary file to stdout)")
+    _add_render_args(p)
+    p.set_defaults(func=_cmd_render)
+
+    p = sub.add_parser("lint", help="check config files against the schemas and rules")
+    p.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
+    p.add_argument("--kind", choices=["deepspeed", "accelerate", "trl", "llamafactory", "openrlhf"], help="skip detection")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.set_defaults(func=_cmd_lint)
+
+    p = sub.add_parser("regen", help="re-render every recipe's committed rendered/ files")
+    p.add_argument("names", nargs="*", help="recipes (default: all)")
+    p.add_argument("--check", action="store_true", help="report stale files and exit 1 instead of writing")
+    p.set_defaults(func=_cmd_regen)
+
+    _register_optional(sub)
+    return parser
+
+
+def _register_optional(sub):
+    # Sub-commands living in their own subpackages register themselves.
+    for module in ("ftrecipes.memory.cli", "ftrecipes.smoke"):
+        try:
+            mod = __import__(module, fromlist=["register"])
+        except ImportError:
+            continue
+        mod.register(sub)
+
+
+def _run(parser, argv):
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except UserError as err:
+        print(f"{parser.prog}: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+def main(argv=None):
+    return _run(build_parser(), argv)
+
+
+def render_main(argv=None):
+    parser = argparse.ArgumentParser(prog="render", description="Render a fine-tuning recipe (same as `ftrecipes render`).")
+    _add_render_args(parser)
+    parser.set_defaults(func=_cmd_render)
+    return _run(parser, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

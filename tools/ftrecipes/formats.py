@@ -1,0 +1,103 @@
+"""The file formats ftrecipes renders and lints, and how a value is written in each.
+
+Templates never build syntax out of values: every ``{{ expr }}`` goes through the
+format's ``emit`` function, so a value is always data in the output (a string with
+``{{`` or a quote in it comes out as a quoted literal, not as template or shell code).
+"""
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+
+import yaml
+
+
+class Raw(str):
+    """Text produced by one of our own filters (e.g. a whole JSON document): written as is.
+
+    Only filters create Raw; a value from --set or recipe.yaml is a plain str and
+    is always escaped by the format's writer.
+    """
+
+
+def json_document(value):
+    return Raw(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def _emit_json(value):
+    return value if isinstance(value, Raw) else json.dumps(value, ensure_ascii=False)
+
+
+def _emit_yaml(value):
+    if isinstance(value, Raw):
+        return value
+    if value is None:
+        return "null"
+    if isinstance(value, str) and value == "":
+        return "''"
+    text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=10_000, sort_keys=False)
+    return text.removesuffix("\n...\n").removesuffix("\n")
+
+
+_SAFE_SHELL_WORD = re.compile(r"^[A-Za-z0-9_./:=,+@%-]+$")
+
+
+def _emit_shell(value):
+    if isinstance(value, Raw):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value) if isinstance(value, float) else str(value)
+    if value is None:
+        return "''"
+    if isinstance(value, (list, tuple)):
+        return " ".join(_emit_shell(v) for v in value)
+    text = str(value)
+    return text if _SAFE_SHELL_WORD.match(text) else shlex.quote(text)
+
+
+def _emit_text(value):
+    if isinstance(value, Raw):
+        return value
+    # Hostfiles and similar plain lists: a value may not break the line structure.
+    text = str(value)
+    if "\n" in text or "\r" in text:
+        raise ValueError(f"value {text!r} contains a newline")
+    return text
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str  # kind id used by recipe.yaml `format:` and lint --kind
+    syntax: str  # json | yaml | shell | text
+    schema: str | None  # schemas/<file>, None when there is nothing to validate
+    description: str
+    unknown_note: str = ""  # what the framework does with a key it doesn't know
+
+    @property
+    def emit(self):
+        return {"json": _emit_json, "yaml": _emit_yaml, "shell": _emit_shell, "text": _emit_text}[self.syntax]
+
+    @property
+    def comment(self):
+        return None if self.syntax == "json" else "#"
+
+
+FORMATS = {
+    f.name: f
+    for f in (
+        Format("deepspeed", "json", "deepspeed.schema.json", "DeepSpeed config JSON", "DeepSpeed ignores it silently"),
+        Format("accelerate", "yaml", "accelerate.schema.json", "accelerate config YAML", "accelerate refuses to load the file"),
+        Format("trl", "yaml", "trl.schema.json", "TRL trainer config YAML (trl CLI / TrlParser)", "TrlParser stops with an error"),
+        Format("llamafactory", "yaml", "llamafactory.schema.json", "LLaMA-Factory training YAML", "LLaMA-Factory stops with an error"),
+        Format("openrlhf", "shell", "openrlhf.schema.json", "launch script running an OpenRLHF trainer", "argparse stops with 'unrecognized arguments'"),
+        Format("shell", "shell", None, "launch script"),
+        Format("hostfile", "text", None, "DeepSpeed hostfile"),
+    )
+}
+
+
+def get(name):
+    return FORMATS[name]

@@ -1,0 +1,65 @@
+"""Launch scripts as lintable documents: the OpenRLHF trainer flags they pass."""
+
+from . import schemas, shellcmd, sources, values
+
+OPENRLHF_PREFIX = "openrlhf.cli."
+
+
+def _kind_of(prop_schema):
+    return values._kind(prop_schema) if isinstance(prop_schema, dict) else "string"
+
+
+def openrlhf_commands(text):
+    """(command, module index) for every command in the script that runs an OpenRLHF trainer."""
+    for cmd in shellcmd.commands(text):
+        idx = shellcmd.find_module(cmd, OPENRLHF_PREFIX)
+        if idx is not None:
+            yield cmd, idx
+
+
+def openrlhf_document(text, path):
+    """The flags of the script's (first) OpenRLHF command as a Document, typed by the schema.
+
+    Shell words are strings; the schema says which flags are numbers or switches,
+    so a value that doesn't convert stays a string and the schema reports it.
+    """
+    found = list(openrlhf_commands(text))
+    doc = sources.Document(path=path, data={}, text=text)
+    if not found:
+        return None
+    cmd, idx = found[0]
+    flags, dups = shellcmd.flags_after(cmd, idx + 1)
+    props = schemas.load_schema("openrlhf.schema.json").get("properties", {}) if _have_schema() else {}
+    data = {}
+    for name, (raw, line) in flags.items():
+        prop = props.get(name)
+        value = raw
+        if raw is not True and prop is not None:
+            try:
+                value = values.coerce(raw, _kind_of(prop))
+            except ValueError:
+                value = raw
+        data[name] = value
+        col = _column(text, line, "--" + name)
+        doc.key_positions[(name,)] = (line, col)
+        doc.positions[(name,)] = (line, col)
+    doc.data = data
+    doc.duplicates = [((name,), line, _column(text, line, "--" + name)) for name, line in dups]
+    doc.module = cmd.words[idx]
+    doc.command_line = cmd.line
+    return doc
+
+
+def _column(text, line, needle):
+    lines = text.splitlines()
+    if 0 < line <= len(lines):
+        pos = lines[line - 1].find(needle)
+        if pos >= 0:
+            return pos + 1
+    return 1
+
+
+def _have_schema():
+    from . import paths
+
+    return (paths.schemas_dir() / "openrlhf.schema.json").is_file()

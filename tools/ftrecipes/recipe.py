@@ -1,0 +1,111 @@
+"""A recipe on disk: recipe.yaml, values.schema.json, templates/, rendered/."""
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import paths, schemas, sources
+from .errors import UserError
+
+
+@dataclass(frozen=True)
+class RecipeFile:
+    name: str
+    template: str
+    format: str
+    primary: bool = False
+    executable: bool = False
+    when: str | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    dir: Path
+    meta: dict
+    doc: sources.Document  # recipe.yaml with positions, for error messages
+    files: tuple
+
+    @property
+    def version(self):
+        return self.meta["version"]
+
+    @property
+    def defaults(self):
+        return self.meta["values"]
+
+    @property
+    def primary(self):
+        return next((f for f in self.files if f.primary), self.files[0])
+
+    @property
+    def yaml_path(self):
+        return self.dir / "recipe.yaml"
+
+    @property
+    def values_schema_path(self):
+        return self.dir / "values.schema.json"
+
+    @functools.cached_property
+    def values_schema(self):
+        try:
+            return json.loads(self.values_schema_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UserError(f"cannot load values schema: {exc}", path=self.values_schema_path) from None
+
+    def file(self, name):
+        for f in self.files:
+            if f.name == name:
+                return f
+        names = ", ".join(f.name for f in self.files)
+        raise UserError(f"recipe {self.name} has no file '{name}' (files: {names}){schemas.suggest(name, [f.name for f in self.files])}")
+
+    def label(self):
+        return f"{self.name}@{self.version}"
+
+
+def names():
+    root = paths.recipes_dir()
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "recipe.yaml").is_file())
+
+
+def load(name):
+    """Load and validate a recipe by name (or a path to a recipe directory)."""
+    candidate = Path(name)
+    if ("/" in name or name.startswith(".")) and (candidate / "recipe.yaml").is_file():
+        directory = candidate
+    else:
+        directory = paths.recipes_dir() / name
+        if not (directory / "recipe.yaml").is_file():
+            raise UserError(f"no recipe named '{name}'{schemas.suggest(name, names())} (see `ftrecipes list`)")
+    return load_dir(directory)
+
+
+@functools.lru_cache(maxsize=None)
+def load_dir(directory):
+    directory = Path(directory)
+    path = directory / "recipe.yaml"
+    doc = sources.parse_yaml(sources.read_text(path), str(path))
+    if not isinstance(doc.data, dict):
+        raise UserError("recipe.yaml must be a mapping", path=path, line=1)
+    problems = schemas.check(doc, schemas.load_schema("recipe.schema.json"))
+    if doc.duplicates:
+        key, line, col = doc.duplicates[0]
+        raise UserError("duplicate key", path=path, line=line, column=col, key=".".join(map(str, key)))
+    if problems:
+        p = problems[0]
+        raise UserError(p.message, path=path, line=p.line, column=p.column)
+    meta = doc.data
+    if meta["name"] != directory.name:
+        line, col = doc.where(("name",))
+        raise UserError(f"name '{meta['name']}' differs from the folder name '{directory.name}'", path=path, line=line, column=col)
+    files = tuple(RecipeFile(**f) for f in meta["files"])
+    return Recipe(name=meta["name"], dir=directory, meta=meta, doc=doc, files=files)
+
+
+def all_recipes():
+    return [load(n) for n in names()]

@@ -1,0 +1,119 @@
+"""Values: recipe defaults, --set overrides, typed by the recipe's values schema and validated."""
+
+import re
+
+from . import schemas, sources
+from .errors import UserError
+
+_INT = re.compile(r"^[-+]?\d+$")
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+def _property_schema(recipe, key):
+    schema = recipe.values_schema.get("properties", {}).get(key)
+    if schema is None:
+        return None
+    v = schemas.validator(recipe.values_schema)
+    merged = {}
+    stack = [schema]
+    # A recipe narrows a vocabulary entry with allOf/$ref: gather every part so the type is known.
+    while stack:
+        part = schemas._resolve(v, stack.pop())
+        if not isinstance(part, dict):
+            continue
+        for k, val in part.items():
+            if k in ("allOf",):
+                stack.extend(val)
+            elif k != "$ref":
+                merged.setdefault(k, val)
+        if "$ref" in part:
+            stack.append({"$ref": part["$ref"]})
+    return merged
+
+
+def _kind(prop):
+    if "type" in prop:
+        t = prop["type"]
+        return t if isinstance(t, str) else next((x for x in t if x != "null"), "string")
+    for word in ("enum", "const"):
+        if word in prop:
+            sample = prop[word][0] if word == "enum" else prop[word]
+            return {bool: "boolean", int: "integer", float: "number"}.get(type(sample), "string")
+    return "string"
+
+
+def coerce(raw, kind):
+    """Turn a --set string into the type the schema asks for; ValueError when it can't."""
+    if kind == "integer":
+        if not _INT.match(raw.strip()):
+            raise ValueError("expected an integer")
+        return int(raw)
+    if kind == "number":
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValueError("expected a number") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError("expected a finite number")
+        return int(value) if _INT.match(raw.strip()) else value
+    if kind == "boolean":
+        low = raw.strip().lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise ValueError("expected true or false")
+    return raw
+
+
+def parse_sets(recipe, items):
+    """--set key=value items → {key: typed value}; later items win, like Helm."""
+    out = {}
+    allowed = list(recipe.values_schema.get("properties", {}))
+    for item in items:
+        if "=" not in item:
+            raise UserError(f"--set {item}: expected key=value")
+        key, raw = item.split("=", 1)
+        key = key.strip()
+        prop = _property_schema(recipe, key)
+        if prop is None:
+            raise UserError(f"--set {item}: recipe {recipe.name} has no value '{key}'{schemas.suggest(key, allowed)}")
+        try:
+            out[key] = coerce(raw, _kind(prop))
+        except ValueError as exc:
+            raise UserError(f"--set {item}: {key}: {exc}") from None
+    return out
+
+
+def _first_problem(recipe, data, where_doc):
+    doc = where_doc if where_doc is not None else sources.Document(path="--set", data=data)
+    doc.data = data
+    problems = schemas.check(doc, recipe.values_schema)
+    return problems[0] if problems else None
+
+
+def resolve(recipe, overrides=None):
+    """Defaults merged with overrides, each validated: errors name the file and line, or the --set."""
+    defaults = recipe.defaults
+    if not isinstance(defaults, dict):
+        line, col = recipe.doc.where(("values",))
+        raise UserError("values must be a mapping", path=recipe.yaml_path, line=line, column=col)
+    # Validate the defaults where they are written, so a bad default points at recipe.yaml.
+    sub = sources.Document(
+        path=str(recipe.yaml_path),
+        data=defaults,
+        positions={p[1:]: pos for p, pos in recipe.doc.positions.items() if p[:1] == ("values",)},
+        key_positions={p[1:]: pos for p, pos in recipe.doc.key_positions.items() if p[:1] == ("values",)},
+    )
+    problem = _first_problem(recipe, defaults, sub)
+    if problem:
+        raise UserError(problem.message.replace("(top level)", "values"), path=problem.path, line=problem.line, column=problem.column)
+    overrides = overrides or {}
+    merged = dict(defaults)
+    merged.update(overrides)
+    problem = _first_problem(recipe, merged, None)
+    if problem:
+        setting = ", ".join(f"{k}={v}" for k, v in overrides.items())
+        raise UserError(f"--set {setting}: {problem.message}")
+    return merged

@@ -1,0 +1,197 @@
+"""Generate schemas/accelerate.schema.json from the installed accelerate.
+
+    /tmp/scratch-schemas/trl/bin/python tools/schemagen/accelerate_schema.py
+
+Top level = accelerate.commands.config.config_args.ClusterConfig fields (ClusterConfig.from_yaml_file
+rejects unknown keys) plus the two legacy keys process_config() converts (fp16, dynamo_backend).
+The sub-dicts (deepspeed_config, fsdp_config, ...) are copied key by key onto the `accelerate launch`
+argparse namespace (commands/launch.py::_validate_launch_command), where unknown keys are silently
+ignored: their keys and help come from launch_command_parser()'s argument groups.
+"""
+import dataclasses
+import pathlib
+import sys
+import typing
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+import accelerate  # noqa: E402
+from accelerate.commands.config.config_args import ClusterConfig  # noqa: E402
+from accelerate.commands.launch import launch_command_parser  # noqa: E402
+from accelerate.utils import DistributedType, DynamoBackend  # noqa: E402
+from accelerate.utils import constants as C  # noqa: E402
+
+from common import header, short, write  # noqa: E402
+
+BOOLISH = {"anyOf": [{"type": "boolean"}, {"enum": ["true", "false", "True", "False"]}]}
+
+# Per-key value schemas where the argparse type (often plain str) is looser than what the code accepts.
+OVERRIDES = {
+    "zero_stage": {"enum": [0, 1, 2, 3]},
+    "offload_optimizer_device": {"enum": ["none", "cpu", "nvme"]},
+    "offload_param_device": {"enum": ["none", "cpu", "nvme"]},
+    "zero3_init_flag": BOOLISH,
+    "zero3_save_16bit_model": BOOLISH,
+    "gradient_accumulation_steps": {"anyOf": [{"type": "integer", "minimum": 1}, {"const": "auto"}]},
+    "gradient_clipping": {"anyOf": [{"type": "number", "minimum": 0}, {"const": "auto"}]},
+    "deepspeed_multinode_launcher": {"enum": list(C.DEEPSPEED_MULTINODE_LAUNCHERS)},
+    "fsdp_version": {"enum": [1, 2, "1", "2"]},
+    "fsdp_sharding_strategy": {"enum": list(C.FSDP_SHARDING_STRATEGY) + [1, 2, 3, 4, 5]},
+    "fsdp_auto_wrap_policy": {"enum": list(C.FSDP_AUTO_WRAP_POLICY)},
+    "fsdp_backward_prefetch": {"enum": list(C.FSDP_BACKWARD_PREFETCH)},
+    "fsdp_state_dict_type": {"enum": list(C.FSDP_STATE_DICT_TYPE)},
+    "fsdp_transformer_layer_cls_to_wrap": {"type": "string"},
+    "fsdp_min_num_params": {"type": "integer", "minimum": 0},
+    "dynamo_backend": {"enum": [b.value for b in DynamoBackend] + [b.value.lower() for b in DynamoBackend]},
+    "fp8_override_linear_precision": {"anyOf": [{"type": "array", "items": {"type": "boolean"}, "minItems": 3, "maxItems": 3}, {"type": "string"}]},
+    "parallelism_config_sp_seq_length": {"type": ["integer", "string", "null"]},
+}
+
+# fp8 keys written by `accelerate config` (commands/config/cluster.py) that differ from the launch flags.
+FP8_CONFIG_WRITER_KEYS = {
+    "amax_compute_algorithm": ("fp8_amax_compute_algo", {"enum": ["max", "most_recent"]}),
+    "amax_history_length": ("fp8_amax_history_len", {"type": "integer", "minimum": 1}),
+    "optimization_level": ("fp8_opt_level", {"enum": ["O1", "O2"]}),
+}
+
+GROUPS = {
+    "deepspeed_config": ("DeepSpeed Arguments", None,
+                         "DeepSpeedPlugin settings (launch --zero_stage etc.). Keys are copied to `accelerate launch` arguments; unknown ones are silently ignored."),
+    "fsdp_config": ("FSDP Arguments", "fsdp_",
+                    "FullyShardedDataParallelPlugin settings; keys may omit the fsdp_ prefix (launch adds it)."),
+    "megatron_lm_config": ("Megatron-LM Arguments", None, "MegatronLMPlugin settings."),
+    "fp8_config": ("FP8 Arguments", "fp8_", "FP8 recipe settings; keys may omit the fp8_ prefix (launch adds it)."),
+    "dynamo_config": (None, "dynamo_", "torch.compile (TorchDynamo) settings; keys may omit the dynamo_ prefix (launch adds it)."),
+    "mpirun_config": ("MPI Arguments", None, "mpirun settings for multi-CPU launches."),
+    "parallelism_config": ("ParallelismConfig Arguments", None, "ND-parallelism sizes (FSDP2 + TP/CP/SP)."),
+}
+
+
+def action_schema(a):
+    name = a.dest
+    if name in OVERRIDES:
+        s = dict(OVERRIDES[name])
+    elif type(a).__name__ in ("_StoreTrueAction", "_StoreFalseAction") or a.type is bool or getattr(a.type, "__name__", "") == "str_to_bool":
+        s = dict(BOOLISH) if a.type is not None else {"type": "boolean"}
+    elif a.choices:
+        s = {"enum": list(a.choices)}
+    elif a.type is int:
+        s = {"type": "integer"}
+    elif a.type is float:
+        s = {"type": "number"}
+    elif isinstance(a.default, str) and a.default.lower() in ("true", "false"):
+        s = dict(BOOLISH)
+    else:
+        s = {"type": "string"}
+    if a.default is not None and not callable(a.default) and isinstance(a.default, (int, float, str, bool)):
+        s["default"] = a.default
+    s["description"] = short(a.help or name.replace("_", " "))
+    return s
+
+
+def group_schema(parser, title, prefix, desc, dests=None):
+    props = {}
+    for g in parser._action_groups:
+        if (title and g.title == title) or (dests and not title):
+            for a in g._group_actions:
+                if dests and a.dest not in dests:
+                    continue
+                if title is None and dests is None:
+                    continue
+                s = action_schema(a)
+                props[a.dest] = s
+                if prefix and a.dest.startswith(prefix):
+                    props[a.dest[len(prefix):]] = dict(s, description=short(f"Same as {a.dest}. " + s["description"]))
+    return {"type": ["object", "null"], "description": desc, "properties": props, "additionalProperties": False}
+
+
+def build():
+    parser = launch_command_parser()
+    by_dest = {a.dest: a for a in parser._actions}
+    hand = {
+        "compute_environment": ({"const": "LOCAL_MACHINE"}, "Where training runs. This schema covers ClusterConfig (LOCAL_MACHINE); AMAZON_SAGEMAKER files are SageMakerConfig."),
+        "distributed_type": ({"enum": [d.value for d in DistributedType]}, "Distributed mode (NO, MULTI_CPU, MULTI_GPU, DEEPSPEED, FSDP, MEGATRON_LM, XLA, ...). Required."),
+        "mixed_precision": ({"enum": ["no", "fp16", "bf16", "fp8", None]}, "Mixed precision mode."),
+        "use_cpu": ({"type": "boolean"}, "Force training on CPU."),
+        "debug": ({"type": "boolean"}, "Enable debug checks of distributed operations."),
+        "fp16": ({"type": "boolean"}, "Legacy: converted to mixed_precision: fp16 when mixed_precision is absent, then dropped."),
+        "dynamo_backend": (dict(OVERRIDES["dynamo_backend"]), "Legacy: converted to dynamo_config.dynamo_backend."),
+        "num_processes": ({"type": "integer", "minimum": -1}, None),
+        "machine_rank": ({"type": "integer", "minimum": 0}, None),
+        "num_machines": ({"type": "integer", "minimum": 1}, None),
+        "gpu_ids": ({"type": ["string", "integer", "null"]}, None),
+        "main_process_ip": ({"type": ["string", "null"]}, None),
+        "main_process_port": ({"type": ["integer", "null"], "minimum": 0, "maximum": 65535}, None),
+        "rdzv_backend": ({"type": ["string", "null"], "examples": ["static", "c10d", "etcd", "etcd-v2"]}, None),
+        "same_network": ({"type": ["boolean", "null"]}, None),
+        "main_training_function": ({"type": "string"}, None),
+        "enable_cpu_affinity": ({"type": "boolean"}, None),
+        "downcast_bf16": ({"type": ["boolean", "string"]}, None),
+        "tpu_name": ({"type": ["string", "null"]}, "Name of the TPU pod."),
+        "tpu_zone": ({"type": ["string", "null"]}, "Zone of the TPU pod."),
+        "tpu_use_cluster": ({"type": "boolean"}, None),
+        "tpu_use_sudo": ({"type": "boolean"}, None),
+        "command_file": ({"type": ["string", "null"]}, "File of commands to run on TPU pod workers (accelerate tpu-config)."),
+        "commands": ({"type": ["array", "null"], "items": {"type": "string"}}, "Commands to run on TPU pod workers (accelerate tpu-config)."),
+        "tpu_vm": ({"type": ["array", "null"], "items": {"type": "string"}}, "TPU VM names."),
+        "tpu_env": ({"type": ["array", "null"], "items": {"type": "string"}}, "Environment variables for TPU workers."),
+    }
+    field_names = [f.name for f in dataclasses.fields(ClusterConfig)] + ["fp16", "dynamo_backend"]
+    props = {}
+    for name in field_names:
+        if name in GROUPS:
+            title, prefix, desc = GROUPS[name]
+            if name == "dynamo_config":
+                dests = ["dynamo_backend", "dynamo_mode", "dynamo_use_fullgraph", "dynamo_use_dynamic", "dynamo_use_regional_compilation"]
+                sub = {"type": ["object", "null"], "description": desc, "additionalProperties": False, "properties": {}}
+                for d in dests:
+                    s = action_schema(by_dest[d])
+                    sub["properties"][d] = s
+                    sub["properties"][d[len("dynamo_"):]] = dict(s, description=short(f"Same as {d}. " + s["description"]))
+            else:
+                sub = group_schema(parser, title, prefix, desc)
+            if name == "fp8_config":
+                for k, (launch, s) in FP8_CONFIG_WRITER_KEYS.items():
+                    sub["properties"][k] = dict(s, description=f"Written by `accelerate config`; corresponds to launch --{launch}.")
+            if name == "deepspeed_config":
+                sub["properties"]["deepspeed_config_file"]["description"] = short(
+                    "Path to a DeepSpeed JSON config (validated by deepspeed.schema.json). With it set, zero_stage/offload/"
+                    "gradient_* keys here must be left out (accelerate raises). " + sub["properties"]["deepspeed_config_file"]["description"])
+            props[name] = sub
+            continue
+        s, desc = hand.get(name, ({}, None))
+        s = dict(s)
+        a = by_dest.get(name) or by_dest.get({"tpu_vm": "vm", "tpu_env": "env"}.get(name, ""))
+        s["description"] = short(desc or (a.help if a is not None and a.help else name.replace("_", " ")))
+        props[name] = s
+
+    schema = header("accelerate.schema.json", "accelerate config file",
+                    f"`accelerate config` / `accelerate launch --config_file` YAML (ClusterConfig), generated from accelerate "
+                    f"{accelerate.__version__} by tools/schemagen/accelerate_schema.py. Unknown top-level keys are rejected "
+                    "(as ClusterConfig.from_yaml_file does); unknown keys in the *_config sub-dicts are rejected here "
+                    "because accelerate launch silently ignores them.")
+    schema["x-framework"] = {"name": "accelerate", "version": accelerate.__version__}
+    schema["type"] = "object"
+    schema["required"] = ["distributed_type"]
+    schema["properties"] = props
+    schema["additionalProperties"] = False
+    # With deepspeed_config_file, DeepSpeedPlugin._deepspeed_config_checks raises if the accelerate config
+    # also sets these (launch passes the deepspeed_config keys, and mixed_precision when it came from the
+    # config file, in ACCELERATE_CONFIG_DS_FIELDS). Only on the DeepSpeed launcher path (not use_cpu).
+    schema["allOf"] = [{
+        "if": {"required": ["distributed_type", "deepspeed_config"],
+               "properties": {"distributed_type": {"const": "DEEPSPEED"},
+                              "use_cpu": {"const": False},
+                              "deepspeed_config": {"type": "object", "required": ["deepspeed_config_file"],
+                                                   "properties": {"deepspeed_config_file": {"type": "string"}}}}},
+        "then": {"properties": {
+            "mixed_precision": {"type": "null", "description": "Must be set in the DeepSpeed JSON (bf16/fp16) when deepspeed_config_file is used."},
+            "deepspeed_config": {"properties": {k: False for k in [
+                "zero_stage", "offload_optimizer_device", "offload_param_device", "offload_optimizer_nvme_path",
+                "offload_param_nvme_path", "gradient_accumulation_steps", "gradient_clipping", "zero3_save_16bit_model"]}}}},
+    }]
+    return schema
+
+
+if __name__ == "__main__":
+    write(build(), "accelerate.schema.json")

@@ -49,10 +49,12 @@ def discover(targets):
 def load(path, explicit, kind=None):
     """A Config, or None for a non-config found while walking a directory."""
     text = sources.read_text(path, max_bytes=MAX_BYTES)
-    syntax = formats.get(kind).syntax if kind else detect.syntax_of(path, text)
+    syntax = detect.syntax_of(path, text)
+    if kind == "openrlhf":
+        syntax = "shell"
+    elif kind and syntax == "shell":
+        syntax = "yaml"  # JSON is YAML too
     if syntax == "shell":
-        if kind and kind != "openrlhf":
-            raise UserError(f"--kind {kind} is not a launch-script kind", path=path)
         if "openrlhf.cli." not in text:
             if explicit:
                 raise UserError("launch script runs no openrlhf.cli trainer; nothing to lint here", path=path)

@@ -2,7 +2,50 @@
 
 import sys
 
-from . import atomic, recipe, render
+from . import atomic, markers, paths, recipe, render
+
+# Generators of README sections: (README path, section name) -> text. The memory
+# model registers the per-recipe memory table when it is importable.
+SECTIONS = []
+
+
+def recipe_table():
+    rows = ["| recipe | model | method | framework | hardware | version | summary |", "|---|---|---|---|---|---|---|"]
+    for r in recipe.all_recipes():
+        m = r.meta
+        hw = m["hardware"]
+        method = m["method"] if m["finetuning"] == "full" else f"{m['method']} + {m['finetuning']}"
+        rows.append(
+            f"| [`{r.name}`](recipes/{r.name}/README.md) | {m['model']['name']} | {method} | {m['framework']['name']} "
+            f"| {hw['nodes'] * hw['gpus_per_node']}×{hw['gpu']} | {r.version} | {m['summary']} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def readme_updates(names=None):
+    """{path: new text} for every README whose generated sections differ from a fresh render."""
+    out = {}
+    root = paths.repo_root()
+    if root is None:
+        return out
+    top = root / "README.md"
+    if top.is_file() and not names:
+        text = top.read_text(encoding="utf-8")
+        new = markers.replace(text, "recipes", recipe_table())
+        if new != text:
+            out[top] = new
+    for r in ([recipe.load(n) for n in names] if names else recipe.all_recipes()):
+        path = r.dir / "README.md"
+        if not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8")
+        new = text
+        for section, make in SECTIONS:
+            if markers.has(new, section):
+                new = markers.replace(new, section, make(r))
+        if new != text:
+            out[path] = new
+    return out
 
 
 def expected(r):
@@ -26,6 +69,13 @@ def stale(r):
 def main(names, check=False):
     recipes = [recipe.load(n) for n in names] if names else recipe.all_recipes()
     bad = 0
+    for path, text in readme_updates(names).items():
+        if check:
+            print(f"{path}: generated section stale; run `ftrecipes regen`", file=sys.stderr)
+            bad += 1
+        else:
+            atomic.write_one(path, text)
+            print(f"rewrote {path}", file=sys.stderr)
     for r in recipes:
         problems = stale(r)
         if check:

@@ -160,7 +160,15 @@ def _findings(v, err, doc, ignored_by):
         for sub in err.context or ():
             if sub.validator in ("additionalProperties", "unevaluatedProperties") and sub.instance == err.instance:
                 return _findings(v, sub, doc, ignored_by)
-        return [at(path, "wrong-type", f"{name}: expected {_expectation(v, err.schema)}, got {_show(err.instance)}")]
+        # A branch that failed on something other than the type tells what is wrong
+        # with a value of the right type (5 for a stage that takes 0-3 or "auto").
+        rule = "wrong-type"
+        for sub in err.context or ():
+            if sub.validator in ("enum",):
+                rule = "bad-value"
+            elif sub.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+                rule = "out-of-range"
+        return [at(path, rule, f"{name}: expected {_expectation(v, err.schema)}, got {_show(err.instance)}")]
     if err.validator == "not":
         return [at(path, "bad-value", f"{name}: value {_show(err.instance)} is not allowed here")]
     message = err.message

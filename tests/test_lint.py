@@ -1,0 +1,97 @@
+import json
+import shutil
+
+import pytest
+
+from ftrecipes import recipe
+
+GOOD_DS = """{
+  "train_batch_size": 16,
+  "train_micro_batch_size_per_gpu": 2,
+  "gradient_accumulation_steps": 4,
+  "bf16": {"enabled": true},
+  "zero_optimization": {"stage": 2}
+}
+"""
+
+
+def write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def test_clean_config_exit_0(run_cli, tmp_path):
+    code, out, err = run_cli("lint", write(tmp_path, "ds.json", GOOD_DS))
+    assert (code, out) == (0, "")
+
+
+def test_misspelled_top_level_key_is_an_error_with_suggestion(run_cli, tmp_path):
+    path = write(tmp_path, "ds.json", GOOD_DS.replace('"train_micro_batch_size_per_gpu"', '"train_micro_batch_size_per_gpus"'))
+    code, out, _ = run_cli("lint", path)
+    assert code == 1
+    assert out == (
+        f"{path}:3:3: unknown-key unknown key 'train_micro_batch_size_per_gpus' (DeepSpeed ignores it silently); "
+        "did you mean 'train_micro_batch_size_per_gpu'?\n"
+    )
+
+
+def test_json_format(run_cli, tmp_path):
+    path = write(tmp_path, "ds.json", GOOD_DS.replace('"stage": 2', '"stage": 5'))
+    code, out, _ = run_cli("lint", "--format", "json", path)
+    assert code == 1
+    [item] = json.loads(out)
+    assert item == {
+        "path": path, "line": 6, "column": 25, "rule": "bad-value", "severity": "error",
+        "message": item["message"],
+    }
+    assert "zero_optimization.stage" in item["message"]
+
+
+def test_duplicate_keys(run_cli, tmp_path):
+    path = write(tmp_path, "ds.json", GOOD_DS.replace('"bf16"', '"gradient_accumulation_steps": 4,\n  "bf16"'))
+    code, out, _ = run_cli("lint", path)
+    assert code == 1 and "duplicate-key" in out and ":5:3:" in out
+
+
+@pytest.mark.parametrize(
+    "name, content, needle",
+    [
+        ("empty.json", "", "empty"),
+        ("trunc.json", '{"train_batch_size": ', "invalid JSON"),
+        ("bad.yaml", "a: [1,\n", "invalid YAML"),
+        ("bin.json", "\x00\x01", "binary"),
+        ("what.yaml", "hello: world\n", "cannot tell which kind"),
+    ],
+)
+def test_unusable_input_exit_2(run_cli, tmp_path, name, content, needle):
+    path = write(tmp_path, name, content)
+    code, out, err = run_cli("lint", path)
+    assert code == 2 and needle in out and out.count("\n") == 1
+
+
+def test_missing_path_and_empty_directory(run_cli, tmp_path):
+    code, out, _ = run_cli("lint", str(tmp_path / "nope.json"))
+    assert code == 2 and "cannot read" in out
+    (tmp_path / "empty").mkdir()
+    code, out, _ = run_cli("lint", str(tmp_path / "empty"))
+    assert code == 2 and "no configs found" in out
+
+
+def test_kind_override(run_cli, tmp_path):
+    path = write(tmp_path, "x.yaml", "train_batch_size: 8\nzero_optimization: {stage: 2}\nbogus: 1\n")
+    code, out, _ = run_cli("lint", "--kind", "deepspeed", path)
+    assert code == 1 and "unknown key 'bogus'" in out
+
+
+@pytest.mark.parametrize("name", recipe.names())
+def test_rendered_recipes_lint_clean(run_cli, name):
+    code, out, _ = run_cli("lint", str(recipe.load(name).dir / "rendered"))
+    assert code == 0, out
+
+
+def test_directory_walk_skips_non_configs(run_cli, tmp_path):
+    shutil.copytree(recipe.load("qwen7b-lora-h100x8").dir / "rendered", tmp_path / "cfg")
+    write(tmp_path / "cfg", "notes.yaml", "title: hello\n")
+    code, out, _ = run_cli("lint", str(tmp_path))
+    assert code == 0, out

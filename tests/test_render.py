@@ -146,3 +146,23 @@ def test_value_schema_errors_in_recipe_yaml_name_file_and_line(tmp_path):
     with pytest.raises(UserError) as exc:
         render.render(r)
     assert f"recipe.yaml:{line}:" in str(exc.value) and "micro_batch_size" in str(exc.value)
+
+
+def test_values_file(run_cli, tmp_path):
+    vals = tmp_path / "vals.yaml"
+    vals.write_text("micro_batch_size: 2\nseq_len: 4096\n")
+    code, out, err = run_cli("render", "qwen7b-lora-h100x8", "--values", str(vals), "--set", "grad_accum=8")
+    assert code == 0, err
+    ds = json.loads(out)
+    assert (ds["train_micro_batch_size_per_gpu"], ds["gradient_accumulation_steps"]) == (2, 8)
+    vals.write_text("micro_batch_size: 2\nseq_lenn: 4096\n")
+    code, out, err = run_cli("render", "qwen7b-lora-h100x8", "--values", str(vals))
+    assert code == 2 and f"{vals}:2:1:" in err and "did you mean 'seq_len'" in err
+    vals.write_text("micro_batch_size: two\n")
+    code, out, err = run_cli("render", "qwen7b-lora-h100x8", "--values", str(vals))
+    assert code == 2 and f"{vals}:1:1:" in err and "micro_batch_size" in err
+
+
+def test_primary_file_is_the_deepspeed_config():
+    for name in NAMES:
+        assert recipe.load(name).primary.format == "deepspeed", name

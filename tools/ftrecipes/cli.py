@@ -71,6 +71,7 @@ def _cmd_show(args):
 def _add_render_args(p):
     p.add_argument("name", help="recipe name (see `ftrecipes list`) or path to a recipe folder")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="override a value (repeatable)")
+    p.add_argument("--values", action="append", default=[], metavar="FILE", help="YAML/JSON file of values (repeatable; --set wins)")
     p.add_argument("--file", "-f", help="print this file of the recipe instead of its primary file")
     p.add_argument("-o", "--output-dir", help="write every file of the recipe into this directory")
     p.add_argument("--force", action="store_true", help="with -o: replace existing files")
@@ -80,7 +81,10 @@ def _cmd_render(args):
     from . import atomic, recipe, render, values
 
     r = recipe.load(args.name)
-    overrides = values.parse_sets(r, args.sets)
+    overrides = {}
+    for path in args.values:
+        overrides.update(values.load_file(r, path))
+    overrides.update(values.parse_sets(r, args.sets))
     if args.output_dir:
         if args.file:
             raise UserError("use either --file or -o, not both")

@@ -86,6 +86,25 @@ def parse_sets(recipe, items):
     return out
 
 
+def load_file(recipe, path):
+    """A values file (YAML or JSON mapping, like Helm's -f): checked key by key where it is written."""
+    text = sources.read_text(path, max_bytes=1024 * 1024)
+    doc = sources.parse_yaml(text, str(path))
+    if doc.data is None:
+        return {}
+    if not isinstance(doc.data, dict):
+        raise UserError("a values file must be a mapping of value names to values", path=path, line=1)
+    if doc.duplicates:
+        key, line, col = doc.duplicates[0]
+        raise UserError(f"duplicate key '{key[-1]}'", path=path, line=line, column=col)
+    partial = {k: v for k, v in recipe.values_schema.items() if k != "required"}
+    problems = schemas.check(doc, partial)
+    if problems:
+        p = problems[0]
+        raise UserError(p.message, path=path, line=p.line, column=p.column)
+    return dict(doc.data)
+
+
 def _first_problem(recipe, data, where_doc):
     doc = where_doc if where_doc is not None else sources.Document(path="--set", data=data)
     doc.data = data

@@ -170,7 +170,10 @@ def _findings(v, err, doc, ignored_by):
                 rule = "out-of-range"
         return [at(path, rule, f"{name}: expected {_expectation(v, err.schema)}, got {_show(err.instance)}")]
     if err.validator == "not":
-        return [at(path, "bad-value", f"{name}: value {_show(err.instance)} is not allowed here")]
+        why = err.schema.get("description") if isinstance(err.schema, dict) else None
+        if why and err.schema.get("not") == {}:
+            return [at(path, "removed-key", f"{name}: {why}")]
+        return [at(path, "bad-value", f"{name}: value {_show(err.instance)} is not allowed here" + (f" ({why})" if why else ""))]
     message = err.message
     if "description" in err.schema and err.validator in ("if", "then", "allOf", "dependentRequired", "dependentSchemas"):
         message = err.schema["description"]

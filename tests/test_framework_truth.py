@@ -1,0 +1,90 @@
+"""Every rendered file, defaults and a few overrides, accepted by its framework's own parser."""
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+from ftrecipes import devenv, recipe
+from truth_jobs import jobs_for
+
+pytestmark = pytest.mark.framework
+
+# A few overrides per recipe that users really make; each must still be accepted.
+OVERRIDES = {
+    "qwen7b-lora-h100x8": [["micro_batch_size=2", "grad_accum=8"], ["seq_len=4096", "max_completion_length=2048"], ["num_generations=16", "lora_rank=64", "lora_alpha=128"]],
+}
+DEFAULT_OVERRIDES = [["micro_batch_size=2", "grad_accum=2"], ["seq_len=1024"]]
+
+
+def _cases():
+    for name in recipe.names():
+        for sets in [[]] + OVERRIDES.get(name, DEFAULT_OVERRIDES):
+            yield name, sets
+
+
+@pytest.fixture(scope="session")
+def truth_results(tmp_path_factory):
+    """Render every case, then run each stack's jobs in one process of that stack's venv."""
+    by_stack = {}
+    for i, (name, sets) in enumerate(_cases()):
+        stack, jobs = jobs_for(name, sets, tmp_path_factory.mktemp(f"truth-{name}-{i}"))
+        for fname, job in jobs:
+            by_stack.setdefault(stack, []).append(((name, tuple(sets), fname, job["check"]), job))
+    results = {}
+    for stack, items in by_stack.items():
+        work = tmp_path_factory.mktemp(f"truth-{stack}")
+        (work / "jobs.json").write_text(json.dumps([job for _, job in items]))
+        python = devenv.ensure_env(stack)
+        proc = subprocess.run(
+            [str(python), str(ROOT / "tests" / "frameworks" / "truth.py"), str(work / "jobs.json"), str(work / "results.json")],
+            env=devenv.run_env(stack), capture_output=True, text=True, timeout=900, cwd=work,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        for (key, _), res in zip(items, json.loads((work / "results.json").read_text())):
+            results[key] = res
+    return results
+
+
+def _keys():
+    seen = []
+    for name, sets in _cases():
+        seen.append((name, tuple(sets)))
+    return seen
+
+
+@pytest.mark.parametrize("name, sets", _keys(), ids=lambda x: x if isinstance(x, str) else ",".join(x) or "defaults")
+def test_framework_accepts_rendered_files(truth_results, name, sets):
+    mine = {k: v for k, v in truth_results.items() if k[0] == name and k[1] == sets}
+    r = recipe.load(name)
+    checked = {k[2] for k in mine}
+    # Every file with a framework format is checked, and launch scripts with a known command too.
+    for f in r.files:
+        if f.format in ("deepspeed", "accelerate", "trl", "llamafactory", "openrlhf"):
+            assert f.name in checked, f"{f.name} was not checked by any framework parser"
+    failures = {f"{k[2]} ({k[3]})": v["error"] for k, v in mine.items() if not v["ok"]}
+    assert not failures, failures
+
+
+def test_deepspeed_sees_the_recipe_batch_and_stage(truth_results):
+    for (name, sets, fname, check), res in truth_results.items():
+        if check != "deepspeed" or sets:
+            continue
+        ds = json.loads((recipe.load(name).dir / "rendered" / fname).read_text())
+        facts = res["facts"]
+        assert facts["zero_stage"] == ds["zero_optimization"]["stage"], name
+        assert facts["train_batch_size"] == ds["train_batch_size"], name
+        assert facts["bf16"] == ds.get("bf16", {}).get("enabled", False), name
+        assert facts["fp16"] == ds.get("fp16", {}).get("enabled", False), name
+
+
+def test_deepspeed_rejects_a_batch_mismatch(tmp_path):
+    """The check can fail: DeepSpeed's own batch assertion trips on a wrong world size."""
+    src = recipe.load("qwen7b-lora-h100x8").dir / "rendered" / "ds.json"
+    (tmp_path / "jobs.json").write_text(json.dumps([{"check": "deepspeed", "path": str(src), "world_size": 3}]))
+    python = devenv.ensure_env("trl")
+    subprocess.run([str(python), str(ROOT / "tests" / "frameworks" / "truth.py"), str(tmp_path / "jobs.json"), str(tmp_path / "out.json")],
+                   env=devenv.run_env("trl"), check=True, capture_output=True, timeout=600)
+    [res] = json.loads((tmp_path / "out.json").read_text())
+    assert not res["ok"] and "train_batch_size" in res["error"]

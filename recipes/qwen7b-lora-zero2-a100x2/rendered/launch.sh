@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Rendered by ftrecipes from qwen7b-lora-zero2-a100x2@1.0.0; edit the recipe, not this file.
 # LoRA on Qwen/Qwen-7B-Chat with QwenLM/Qwen finetune.py, DeepSpeed ZeRO-2, 2 GPUs.
-# Run from the root of a QwenLM/Qwen checkout; ds.json sits next to this script.
+# Run it from the root of a QwenLM/Qwen checkout, or set QWEN_DIR to that folder.
+# Relative paths (ds.json, data, output) are taken from this script's folder.
 set -euo pipefail
-HERE="$(cd "$(dirname "$0")" && pwd)"
+QWEN_DIR="$(cd "${QWEN_DIR:-.}" && pwd)"
+cd "$(dirname "$0")"
 export CUDA_DEVICE_MAX_CONNECTIONS=1
 
 # The fix (QwenLM/Qwen#954, #964): finetune.py must load the model with low_cpu_mem_usage and
 # without a device_map. Copies from before the fix fill host memory while the model loads.
-if ! grep -q "low_cpu_mem_usage" finetune.py; then
+if ! grep -q "low_cpu_mem_usage" "$QWEN_DIR/finetune.py"; then
   echo "finetune.py does not load with low_cpu_mem_usage: update QwenLM/Qwen or apply the loading fix in README.md" >&2
   exit 1
 fi
@@ -22,7 +24,7 @@ torchrun \
   --node_rank 0 \
   --master_addr localhost \
   --master_port 6001 \
-  finetune.py \
+  "$QWEN_DIR/finetune.py" \
   --model_name_or_path Qwen/Qwen-7B-Chat \
   --data_path data/train.json \
   --lazy_preprocess true \
@@ -51,4 +53,4 @@ torchrun \
   --lora_alpha 16 \
   --lora_dropout 0.05 \
   --lora_target_modules c_attn c_proj w1 w2 \
-  --deepspeed "$HERE/ds.json"
+  --deepspeed ds.json

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Rendered by ftrecipes from llama8b-sft-a100x1@1.0.0; edit the recipe, not this file.
+# Full SFT of meta-llama/Meta-Llama-3-8B with OpenRLHF 0.11.2 on 1 GPU(s).
+# OpenRLHF builds its DeepSpeed config from these flags; ds.json next to this file shows
+# that config (for reading and linting only, nothing here reads it).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# --ds.adam_offload: fp32 master weights, gradients and Adam moments live in pinned host
+# memory (DeepSpeedCPUAdam); without it the first optimizer step runs out of GPU memory
+# (OpenRLHF#698).
+# Global batch 64 = 1 micro x 64 accumulation x 1 GPU(s).
+deepspeed --num_gpus 1 --master_port 29500 \
+  --module openrlhf.cli.train_sft \
+  --model.model_name_or_path meta-llama/Meta-Llama-3-8B \
+  --data.dataset Open-Orca/OpenOrca \
+  --data.input_key question \
+  --data.output_key response \
+  --data.max_len 2048 \
+  --train.micro_batch_size 1 \
+  --train.batch_size 64 \
+  --train.max_epochs 1 \
+  --ds.zero_stage 2 \
+  --ds.adam_offload \
+  --ds.param_dtype bf16 \
+  --ds.attn_implementation flash_attention_2 \
+  --model.gradient_checkpointing_enable \
+  --adam.lr 5e-06 \
+  --adam.weight_decay 0.0 \
+  --lr_scheduler cosine_with_min_lr \
+  --lr_warmup_ratio 0.03 \
+  --max_norm 1.0 \
+  --logger.logging_steps 1 \
+  --ckpt.output_dir ./checkpoint/llama3-8b-sft

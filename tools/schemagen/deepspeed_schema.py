@@ -210,6 +210,21 @@ def params_schema(kind, keys):
             "properties": props}
 
 
+def scheduler_names():
+    """Names engine._scheduler_from_config resolves: deepspeed.runtime.lr_schedules first, then torch."""
+    import inspect
+
+    import torch
+    from deepspeed.runtime import lr_schedules
+    names = list(lr_schedules.VALID_LR_SCHEDULES)
+    base = getattr(torch.optim.lr_scheduler, "LRScheduler", torch.optim.lr_scheduler._LRScheduler)
+    for name, obj in sorted(vars(torch.optim.lr_scheduler).items()):
+        if (inspect.isclass(obj) and not name.startswith("_") and name not in names
+                and (issubclass(obj, base) or name == "ReduceLROnPlateau") and name != "LRScheduler"):
+            names.append(name)
+    return names
+
+
 def build():
     zero = model_schema(DeepSpeedZeroConfig, "zero_optimization")
     zero["description"] = "ZeRO optimizer settings (pydantic DeepSpeedZeroConfig, unknown keys are errors)."
@@ -262,7 +277,7 @@ def build():
             "type": "object",
             "description": "LR scheduler built by DeepSpeed (WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest).",
             "properties": {
-                "type": {"enum": ["LRRangeTest", "OneCycle", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR"], "description": "Scheduler class from deepspeed.runtime.lr_schedules."},
+                "type": {"enum": scheduler_names(), "description": "Scheduler class: deepspeed.runtime.lr_schedules (WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest) or a torch.optim.lr_scheduler class name."},
                 "params": params_schema("scheduler", {
                     "warmup_min_lr": "Start LR of warmup.", "warmup_max_lr": "LR at the end of warmup.",
                     "warmup_num_steps": "Warmup steps (must be > 0 since 0.19.6).", "total_num_steps": "Total steps (WarmupDecayLR, WarmupCosineLR).",

@@ -62,6 +62,17 @@ def source_dir():
     return pathlib.Path(spec.submodule_search_locations[0])
 
 
+class _FixedDatetime(datetime.datetime):
+    """Run-name defaults use datetime.now(): pin it so the output is reproducible (see TIME_DEFAULT)."""
+
+    @classmethod
+    def now(cls, tz=None):
+        return cls(2000, 1, 1)
+
+
+TIME_DEFAULT = "0101T00:00"
+
+
 def build_parser(path):
     tree = ast.parse(path.read_text())
     main = next(n for n in tree.body if isinstance(n, ast.If) and "__main__" in ast.unparse(n.test))
@@ -70,7 +81,7 @@ def build_parser(path):
         if "parse_args(" in ast.unparse(stmt):
             break
         body.append(stmt)
-    ns = {"argparse": argparse, "datetime": datetime.datetime, "math": math, "os": os}
+    ns = {"argparse": argparse, "datetime": _FixedDatetime, "math": math, "os": os}
     exec(compile(ast.Module(body=body, type_ignores=[]), str(path), "exec"), ns)  # noqa: S102
     return ns["parser"]
 
@@ -94,14 +105,14 @@ def value_schema(a):
     else:
         item = {}
     if a.nargs in ("*", "+") or isinstance(a.nargs, int):
-        s = {"type": "array", "items": item}
+        s = {"type": "array", "items": item, "x-nargs": a.nargs}
         if isinstance(a.nargs, int):
             s["minItems"] = s["maxItems"] = a.nargs
         elif a.nargs == "+":
             s["minItems"] = 1
         if a.nargs in ("*", "+"):
             # a single value is also fine in the object form
-            s = {"anyOf": [s, item]} if item else s
+            s = {"anyOf": [s, item], "x-nargs": a.nargs} if item else s
         return s
     return item
 
@@ -154,6 +165,8 @@ def build():
                 if not a.option_strings[0].startswith("--") or a.default is argparse.SUPPRESS:
                     continue
                 d = jsonable(a.default)
+                if isinstance(d, str) and d.endswith(TIME_DEFAULT):
+                    d = d[: -len(TIME_DEFAULT)] + "<MMDD>T<HH:MM> (launch time)"
                 if d is not None and "const" not in s:
                     defaults.setdefault(flag, {})[cmd] = d
     for flag, s in props.items():

@@ -97,8 +97,13 @@ def _patch(mod):
 
 
 class _Finder(importlib.abc.MetaPathFinder):
+    """Runs a hook right after a named module is first imported (no import of it here)."""
+
+    hooks = {}
+
     def find_spec(self, name, path, target=None):
-        if name != TARGET:
+        hook = self.hooks.get(name)
+        if hook is None:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
@@ -107,15 +112,20 @@ class _Finder(importlib.abc.MetaPathFinder):
 
         def exec_module(module):
             real_exec(module)
-            _patch(module)
+            hook(module)
 
         spec.loader.exec_module = exec_module
         return spec
 
 
-def install():
+def on_import(name, hook):
+    _Finder.hooks[name] = hook
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
+
+
+def install():
+    on_import(TARGET, _patch)
 
 
 def read(directory):

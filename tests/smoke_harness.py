@@ -1,0 +1,118 @@
+"""Smoke training: render a recipe, build tiny assets, launch it like its README does, probe the engine.
+
+What may differ from the committed recipe is only what the recipe's `smoke:`
+section documents (model path, world size, sequence length, steps, data, and
+CPU necessities). The probe (frameworks/ftrecipes_probe.py) reports what the
+DeepSpeed engine actually ran, and `assert_engine` compares that with the
+recipe's own rendered ds.json.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+from conftest import ROOT
+from ftrecipes import devenv, recipe as recipe_mod, render, values
+
+FRAMEWORKS = ROOT / "tests" / "frameworks"
+TIMINGS = ROOT / ".smoke-timings.jsonl"  # read by bench/smoke_times.py
+
+
+def free_port():
+    """A free local port for the launcher's rendezvous: tests may run beside other jobs."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def render_into(name, sets, run_dir):
+    r = recipe_mod.load(name)
+    typed = values.parse_sets(r, sets)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for rfile, text in render.render(r, typed):
+        path = run_dir / rfile.name
+        path.write_text(text)
+        if rfile.executable:
+            path.chmod(0o755)
+    return r
+
+
+def make_assets(stack, out_dir, arch="qwen2"):
+    """Tiny model + tokenizer + data sets, built inside the stack's venv."""
+    python = devenv.ensure_env(stack)
+    code = (
+        "import json, sys; sys.path.insert(0, %r); from tiny import make_tiny_assets; "
+        "print(json.dumps({k: str(v) for k, v in make_tiny_assets(%r, arch=%r).items()}))"
+        % (str(FRAMEWORKS), str(out_dir), arch)
+    )
+    proc = subprocess.run([str(python), "-c", code], env=devenv.run_env(stack), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def launch(stack, argv, cwd, probe_dir, extra_env=None, timeout=900, label=""):
+    """Run a launcher command in the stack venv with the engine probe active."""
+    env = devenv.run_env(stack)
+    site = str(FRAMEWORKS / "site")
+    env["PYTHONPATH"] = site + os.pathsep + env.get("PYTHONPATH", "")
+    env["FTRECIPES_PROBE"] = str(probe_dir)
+    env.update(extra_env or {})
+    probe_dir.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    elapsed = time.time() - start
+    with open(TIMINGS, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"test": label, "seconds": round(elapsed, 1), "returncode": proc.returncode}) + "\n")
+    log = (proc.stdout[-4000:] + "\n---stderr---\n" + proc.stderr[-8000:])
+    assert proc.returncode == 0, log
+    return log
+
+
+def read_probe(probe_dir):
+    sys.path.insert(0, str(FRAMEWORKS))
+    import ftrecipes_probe
+
+    return ftrecipes_probe.read(str(probe_dir))
+
+
+def assert_engine(records, ds, world_size, lora, gradient_checkpointing=None, min_steps=3):
+    """Every rank ran the recipe's ZeRO stage, offload, precision and LoRA; losses finite; >= min_steps steps."""
+    assert sorted(records) == list(range(world_size)), f"ranks seen: {sorted(records)}"
+    zero = ds["zero_optimization"]
+    want_opt = zero.get("offload_optimizer", {}).get("device", "none")
+    want_par = zero.get("offload_param", {}).get("device", "none") if zero["stage"] == 3 else "none"
+    for rank, recs in records.items():
+        errors = [r for r in recs if r["event"] == "probe-error"]
+        assert not errors, errors
+        engines = [r for r in recs if r["event"] == "engine"]
+        assert engines, f"rank {rank}: no DeepSpeed engine ran"
+        e = engines[0]
+        assert e["zero_stage"] == zero["stage"], e
+        assert e["offload_optimizer"] == want_opt, e
+        assert e["offload_param"] == want_par, e
+        if want_opt != "none":
+            assert e["offload_optimizer_pin_memory"] == zero["offload_optimizer"].get("pin_memory", False), e
+            assert e["basic_optimizer"] == "DeepSpeedCPUAdam", e
+        if want_par != "none":
+            assert e["offload_param_pin_memory"] == zero["offload_param"].get("pin_memory", False), e
+        assert e["bf16"] == ds.get("bf16", {}).get("enabled", False), e
+        assert e["fp16"] == ds.get("fp16", {}).get("enabled", False), e
+        if e["fp16"]:
+            assert e["loss_scale"] > 1, e  # dynamic loss scaling is on
+        assert e["world_size"] == world_size, e
+        if lora:
+            assert e["lora_params"] > 0 and e["trainable_lora_only"], e
+        else:
+            assert e["lora_params"] == 0, e
+        if gradient_checkpointing is not None:
+            assert e["gradient_checkpointing"] == gradient_checkpointing, e
+        losses = [r["value"] for r in recs if r["event"] == "loss"]
+        assert losses and all(isinstance(v, float) and math.isfinite(v) for v in losses), losses
+        steps = [r for r in recs if r["event"] == "step"]
+        assert len(steps) >= min_steps, f"rank {rank}: {len(steps)} optimizer steps"
+    return records

@@ -1,0 +1,5 @@
+import sys
+
+from .cli import standalone
+
+sys.exit(standalone())

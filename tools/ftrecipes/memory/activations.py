@@ -1,0 +1,156 @@
+"""Activation memory of a Llama/Qwen2-style decoder, derived tensor by tensor.
+
+Follows the method of Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
+Models" (arXiv:2205.05198, sec. 4): count what autograd keeps for backward in each block. The
+terms below are the tensors the Hugging Face implementation (transformers 5.x modeling_llama /
+modeling_qwen2 with SDPA) saves, checked against MemTracker traces (bench/memory_vs_trace.py):
+
+per decoder layer and token, p = bytes of the compute dtype, T = tokens in the micro batch
+  RMSNorm (x2)      4h  fp32 upcast of the input (pow and mul need it) + 4 bytes rsqrt,
+                    + p*h normalised input of the weight multiply (only if the weight trains)
+                    + p*h output (only if a trainable linear reads it)
+  attention         4 q-sized tensors (rotated q, kernel output, its transposed copy, o_proj input)
+                    and the fp32 log-sum-exp (4 bytes per head). The K/V terms (2*p*kv each) do
+                    not show up in the traces at all (Qwen2 kv=512, Llama-3 kv=1024): GQA K/V are
+                    small and the kernel's saved K/V alias tensors counted elsewhere.
+  MLP (SwiGLU)      gate, silu(gate), up (3*p*i) + their product (p*i) if down_proj trains
+  LoRA (PEFT)       each adapted linear keeps an fp32 copy of its input (PEFT casts the input
+                    to the adapter dtype, fp32 by default) and the rank-r output of lora_A;
+                    under DeepSpeed the engine casts adapters to the compute dtype, so lora_A
+                    reads (and autograd keeps once) the same p-byte input as the base layer
+Frozen weights (LoRA base) do not make autograd keep their inputs: that is why LoRA drops the
+p*h/p*i terms but adds the fp32 copies, which for all-linear targets end up larger.
+
+The loss (transformers' ForCausalLMLoss) upcasts logits to fp32 and runs log_softmax: the forward
+peak holds bf16 logits (p*V) + fp32 logits (4V) + log-probs (4V) per token; the log-probs (4V) stay
+saved; the start of backward adds two fp32 V-wide gradients (8V). For 150k vocabularies this
+logits/loss peak is larger than a whole decoder layer's activations.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .catalog import ModelShape
+
+ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def lora_targets(spec: str | None) -> tuple[str, ...]:
+    if not spec or spec.strip().lower() in ("all", "all-linear", "all_linear"):
+        return ALL_LINEAR
+    names = []
+    for t in spec.replace(" ", "").split(","):
+        t = {"c_attn": "q_proj", "q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj"}.get(t, t)
+        if t in ALL_LINEAR:
+            names.append(t)
+    return tuple(names) or ALL_LINEAR
+
+
+def lora_params_per_layer(shape: ModelShape, rank: int, targets: tuple[str, ...]) -> int:
+    # each adapted (in, out) linear gets A (r x in) and B (out x r)
+    return sum(rank * (i + o) for n, (i, o) in shape.linear_shapes().items() if n in targets)
+
+
+@dataclass
+class Activations:
+    """All values in bytes for one micro batch (T tokens) on one GPU."""
+
+    saved_layers: int      # what the decoder layers keep for backward
+    saved_other: int       # final norm, rotary tables, causal mask, loss log-probs
+    forward_transient: int  # logits transients on top of what is saved, at the loss
+    backward_loss_transient: int  # gradients of the loss/logits at the start of backward
+    layer_backward_transient: int  # one layer's gradient temporaries while it runs backward
+    recompute_layer: int   # one layer re-run during backward (gradient checkpointing), else 0
+    layer_saved: int       # one decoder layer's saved bytes without checkpointing
+
+    @property
+    def saved(self) -> int:
+        return self.saved_layers + self.saved_other
+
+
+def layer_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tuple[str, ...],
+                          input_requires_grad: bool = True, attn: str = "sdpa", seq_len: int = 0,
+                          adapter_fp32: bool = True) -> int:
+    h, i, kv = shape.hidden_size, shape.intermediate_size, shape.kv_dim
+    q = shape.num_attention_heads * shape.head_dim
+    nh = shape.num_attention_heads
+    lora = lora_rank > 0
+    trains = (lambda name: name in targets) if lora else (lambda name: True)
+    full = not lora
+
+    def norm(out_read_by_trainable: bool, inp_grad: bool) -> int:
+        if not inp_grad and not full:
+            return 0  # nothing upstream needs a gradient and the weight is frozen
+        b = 4 * h + 4
+        if full:
+            b += p * h  # normalised input of `weight * x`
+        if full and out_read_by_trainable:
+            b += p * h
+        return b
+
+    total = norm(True, input_requires_grad) + norm(True, True)
+    if attn == "eager":
+        # HF eager attention: K/V repeated to all heads, fp32 softmax probabilities kept for
+        # softmax backward and their p-byte cast kept for the matmul with V (per token: nh*s each).
+        total += 4 * p * q + 2 * p * q + 4 * nh + (4 + p) * nh * seq_len
+    else:
+        total += 4 * p * q + 4 * nh
+        if attn == "sdpa-cpu":
+            # torch's CPU SDPA path (what FakeTensorMode traces run) keeps a 2-byte s*s term per
+            # layer; CUDA flash / memory-efficient kernels recompute it in backward instead.
+            total += 2 * seq_len
+    total += 3 * p * i + (p * i if full else 0)
+    if lora and adapter_fp32:
+        for name, (fan_in, _out) in shape.linear_shapes().items():
+            if name in targets:
+                total += 4 * fan_in + 4 * lora_rank
+    elif lora:
+        # adapters already in the compute dtype (DeepSpeed casts the whole module): lora_A reads
+        # the same tensor as the base layer, kept once per distinct input
+        inputs = {"attn_in": ("q_proj", "k_proj", "v_proj"), "mlp_in": ("gate_proj", "up_proj")}
+        for group in inputs.values():
+            if any(t in targets for t in group):
+                total += p * h
+        if "down_proj" in targets:
+            total += p * i
+        total += p * lora_rank * len(targets)
+    del trains
+    return total
+
+
+def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lora_rank: int = 0,
+                lora_target: str | None = None, gradient_checkpointing: bool = False,
+                attn_implementation: str = "sdpa", sequences_per_sample: int = 1,
+                adapter_fp32: bool = True) -> Activations:
+    """Activation memory for one micro batch; sequences_per_sample=2 for DPO's chosen+rejected."""
+    b = micro_batch * sequences_per_sample
+    T = b * seq_len
+    h, V, L = shape.hidden_size, shape.vocab_size, shape.num_hidden_layers
+    targets = lora_targets(lora_target) if lora_rank else ALL_LINEAR
+    attn = attn_implementation or "sdpa"
+    per_layer = layer_bytes_per_token(shape, p, lora_rank, targets, True, attn, seq_len, adapter_fp32)
+    # LoRA: the first layer's input comes from a frozen embedding, so its first norm keeps nothing
+    first_layer = layer_bytes_per_token(shape, p, lora_rank, targets, not lora_rank, attn, seq_len, adapter_fp32)
+    layer_saved = per_layer * T
+    if gradient_checkpointing:
+        # transformers checkpoints each decoder layer (torch.utils.checkpoint, non-reentrant):
+        # only its input hidden state stays; the traces also show a b*s*s bool causal mask
+        # materialised for the checkpointed layers.
+        saved_layers = (L - (1 if lora_rank else 0)) * p * h * T + b * seq_len * seq_len
+        recompute = layer_saved
+    else:
+        saved_layers = first_layer * T + (L - 1) * layer_saved
+        recompute = 0
+    final_norm = (4 * h + 4 + p * h) + (p * h if not lora_rank else 0)
+    rotary = 2 * p * shape.head_dim  # cos and sin tables, shared by all layers
+    loss_saved = 4 * V  # fp32 log-probs kept by log_softmax
+    saved_other = (final_norm + rotary + loss_saved) * T
+    forward_transient = (p * V + 4 * V) * T
+    i = shape.intermediate_size
+    # One layer's backward: the MLP gradients (d down-input, d product, d gate/up) are i-wide;
+    # with a trainable MLP the weight gradients come on top (accounted for as gradients).
+    layer_bwd = (3 * p * i + 2 * p * h) * T
+    if attn == "eager":
+        # softmax backward: gradient of the probabilities (p) and of the fp32 scores (4), nh*s each
+        layer_bwd += (4 + p) * shape.num_attention_heads * seq_len * T
+    return Activations(saved_layers, saved_other, forward_transient, 8 * V * T, layer_bwd, recompute, layer_saved)

@@ -1,0 +1,133 @@
+"""`estimate` and `trace` sub-commands. The main CLI calls register(subparsers); main(args) runs."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .estimate import Setup
+from .inputs import run, setup_from_deepspeed
+from .model_states import zero_paper_model_states
+from .report import render_svg, render_text
+
+
+def _add_estimate(sp):
+    p = sp.add_parser("estimate", help="will this config fit on my GPUs, and what is the cheapest fix?",
+                      description="Estimate per-GPU and host memory by phase and category.")
+    p.add_argument("recipe", nargs="?", help="recipe name (recipe mode; handled by the core CLI)")
+    p.add_argument("--set", action="append", default=[], metavar="K=V", help="override a recipe value")
+    p.add_argument("--config", help="DeepSpeed JSON (ZeRO stage, offload, precision)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--model", help="catalog name (e.g. Qwen2.5-7B) or path to a HF config.json")
+    g.add_argument("--params", type=float, help="parameter count (model states only)")
+    p.add_argument("--gpu", default="A100-80GB")
+    p.add_argument("--gpus", type=int, default=1, help="training processes (GPUs), data-parallel size")
+    p.add_argument("--gpus-per-node", type=int)
+    p.add_argument("--seq-len", type=int, default=2048)
+    p.add_argument("--micro-batch", type=int)
+    p.add_argument("--gradient-checkpointing", action="store_true")
+    p.add_argument("--lora-rank", type=int, default=0)
+    p.add_argument("--lora-target", default="all")
+    p.add_argument("--method", choices=["sft", "dpo", "grpo"], default="sft")
+    p.add_argument("--attn-implementation", choices=["flash_attention_2", "sdpa", "eager"], default="sdpa")
+    p.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3])
+    p.add_argument("--precision", choices=["bf16", "fp16", "fp32"])
+    p.add_argument("--offload-optimizer", choices=["none", "cpu", "nvme"])
+    p.add_argument("--offload-param", choices=["none", "cpu", "nvme"])
+    p.add_argument("--vllm-mode", choices=["none", "server", "colocate"], default="none")
+    p.add_argument("--vllm-gpus", type=int, default=0)
+    p.add_argument("--vllm-gpu-memory-utilization", type=float)
+    p.add_argument("--host-ram-gb", type=float, help="host RAM per node (GiB) for the host verdict")
+    p.add_argument("--model-states-only", action="store_true",
+                   help="per-GPU model states as the ZeRO paper counts them (2Ψ+2Ψ+12Ψ by stage)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--svg", metavar="FILE", help="write a memory breakdown chart")
+    p.set_defaults(func=main, memory_command="estimate")
+    return p
+
+
+def _add_trace(sp):
+    p = sp.add_parser("trace", help="measure one real training step with fake tensors (needs torch)")
+    p.add_argument("--model", required=True)
+    p.add_argument("--seq-len", type=int, default=2048)
+    p.add_argument("--micro-batch", type=int, default=1)
+    p.add_argument("--gradient-checkpointing", action="store_true")
+    p.add_argument("--lora-rank", type=int, default=0)
+    p.add_argument("--lora-target", default="all")
+    p.add_argument("--attn-implementation", default="sdpa")
+    p.set_defaults(func=main, memory_command="trace")
+    return p
+
+
+def register(subparsers) -> None:
+    """Add `estimate` and `trace` to an argparse subparsers object."""
+    _add_estimate(subparsers)
+    _add_trace(subparsers)
+
+
+def setup_from_args(a) -> Setup:
+    ds = {}
+    if a.config:
+        with open(a.config, encoding="utf-8") as f:
+            ds = json.load(f)
+    over = dict(model=a.model, params=int(a.params) if a.params else None, gpu=a.gpu, gpus=a.gpus,
+                gpus_per_node=a.gpus_per_node, seq_len=a.seq_len, micro_batch=a.micro_batch,
+                lora_rank=a.lora_rank, lora_target=a.lora_target, method=a.method,
+                attn_implementation=a.attn_implementation, zero_stage=a.zero_stage, precision=a.precision,
+                offload_optimizer=a.offload_optimizer, offload_param=a.offload_param,
+                vllm_mode=a.vllm_mode, vllm_gpus=a.vllm_gpus,
+                vllm_gpu_memory_utilization=a.vllm_gpu_memory_utilization,
+                host_ram_bytes=int(a.host_ram_gb * 1024 ** 3) if a.host_ram_gb else None)
+    if a.gradient_checkpointing:
+        over["gradient_checkpointing"] = True
+    return setup_from_deepspeed(ds, **over)
+
+
+def main(args) -> int:
+    if getattr(args, "memory_command", "estimate") == "trace":
+        from .trace import trace_step  # torch only here
+
+        r = trace_step(args.model, args.seq_len, args.micro_batch, args.gradient_checkpointing,
+                       args.lora_rank, args.lora_target, args.attn_implementation)
+        print(json.dumps(r, indent=1))
+        return 0
+    if args.recipe and not (args.model or args.params):
+        print("recipe mode is run by the main ftrecipes CLI (it resolves the recipe and calls "
+              "ftrecipes.memory.estimate_from_values); here pass --model/--params", file=sys.stderr)
+        return 2
+    if not (args.model or args.params):
+        print("need --model NAME|config.json or --params N", file=sys.stderr)
+        return 2
+    s = setup_from_args(args)
+    if args.model_states_only:
+        if s.model:
+            from .estimate import _counts
+
+            _shape, n_params, _t = _counts(s)
+        else:
+            n_params = s.params
+        b = zero_paper_model_states(n_params, s.gpus, s.zero_stage)
+        if args.json:
+            print(json.dumps({"params": n_params, "gpus": s.gpus, "zero_stage": s.zero_stage,
+                              "model_states_bytes": round(b)}))
+        else:
+            print(f"model states per GPU (ZeRO paper, K=12): {b / 1e9:.1f} GB ({b / 1024 ** 3:.1f} GiB) "
+                  f"for {n_params:,} parameters, {s.gpus} GPUs, ZeRO stage {s.zero_stage}")
+        return 0
+    try:
+        r = run(s)
+    except (KeyError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.svg:
+        with open(args.svg, "w", encoding="utf-8") as f:
+            f.write(render_svg(r))
+    print(json.dumps(r.to_json(), indent=1) if args.json else render_text(r))
+    return {"fits": 0, "tight": 0, "oom": 3}[r.verdict]
+
+
+def standalone(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m ftrecipes.memory")
+    register(ap.add_subparsers(dest="command", required=True))
+    a = ap.parse_args(argv)
+    return a.func(a)

@@ -1,0 +1,305 @@
+"""Per-GPU memory by phase (setup, forward, backward, step) and category, and the verdict.
+
+Phases follow the first training step, as a profiler sees it: DeepSpeed and torch create Adam's
+states lazily inside the first step, so "setup" holds no optimizer states. gpu_peak_bytes also
+covers the steady state (later steps run forward/backward with those states resident).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+
+from . import catalog
+from .activations import ALL_LINEAR, activations, lora_params_per_layer, lora_targets
+from .deepspeed_transients import transients
+from .host import GiB, host_bytes
+from .model_states import model_states, zero_paper_model_states
+
+PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+TIGHT_HEADROOM = 0.10
+# CUDA context + cuBLAS workspace + NCCL buffers of one process: not visible to torch's allocator
+# but taken from the GPU. ~0.5-1 GiB on A100/H100 (NOTES.md); we use 0.75 GiB.
+CUDA_CONTEXT = int(0.75 * GiB)
+CATEGORIES = ("params", "grads", "master", "optimizer", "activations", "temporaries", "runtime", "generation")
+
+
+@dataclass
+class Setup:
+    """Everything the estimate depends on. Built by estimate_from_values / from_deepspeed_config."""
+
+    model: str | None = None          # catalog name or config.json path
+    params: int | None = None         # used when no model shape is known
+    gpu: str = "A100-80GB"
+    gpus: int = 1                      # training processes (one GPU each) = data-parallel size
+    gpus_per_node: int | None = None   # physical GPUs per node (default: what the jobs need)
+    nodes: int = 1
+    seq_len: int = 2048
+    micro_batch: int = 1
+    precision: str = "bf16"
+    zero_stage: int = 0
+    offload_optimizer: str = "none"
+    offload_param: str = "none"
+    pin_memory: bool = True
+    gradient_checkpointing: bool = False
+    attn_implementation: str = "sdpa"
+    lora_rank: int = 0
+    lora_target: str = "all"
+    method: str = "sft"                # sft | dpo | grpo
+    framework: str = "deepspeed"       # deepspeed | torch (plain single-process PyTorch, as traced)
+    trainer: str = ""                  # trl | llamafactory | openrlhf | accelerate (trainer quirks)
+    adapter_fp32: bool | None = None   # LoRA adapter weights in fp32 (PEFT default); None: fp32
+                                       # unless DeepSpeed casts the module to the compute dtype
+    ds: dict = field(default_factory=dict)  # DeepSpeed bucket / live-parameter settings
+    # GRPO generation (TRL): "server" = trl vllm-serve on vllm_gpus GPUs; "colocate" = vLLM inside
+    # each training process; "none" = transformers generate.
+    vllm_mode: str = "none"
+    vllm_gpus: int = 0
+    vllm_gpu_memory_utilization: float | None = None
+    dpo_reference: str = "auto"        # auto | model (separate ref copy) | adapter (LoRA disabled) | precomputed
+    host_ram_bytes: int | None = None  # per node, for the host verdict
+    cuda_context_bytes: int = CUDA_CONTEXT
+
+    def shape(self):
+        return catalog.model(self.model) if self.model else None
+
+
+@dataclass
+class Phase:
+    name: str
+    by_category: dict
+
+    @property
+    def total_bytes(self) -> float:
+        return sum(self.by_category.values())
+
+
+@dataclass
+class Result:
+    setup: Setup
+    gpu_name: str
+    gpu_bytes: int
+    params: int
+    trainable_params: int
+    phases: list
+    gpu_peak_bytes: float
+    peak_phase: str
+    host: dict
+    host_peak_bytes: float
+    verdict: str
+    host_verdict: str | None
+    notes: list
+    saved_activation_bytes: float
+    model_states_bytes: float | None = None
+    remedies: list = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "gpu": self.gpu_name, "gpu_bytes": self.gpu_bytes,
+            "params": self.params, "trainable_params": self.trainable_params,
+            "gpu_peak_bytes": round(self.gpu_peak_bytes), "peak_phase": self.peak_phase,
+            "host_peak_bytes": round(self.host_peak_bytes), "verdict": self.verdict,
+            "host_verdict": self.host_verdict,
+            "phases": [{"name": p.name, "total_bytes": round(p.total_bytes),
+                        "by_category": {k: round(v) for k, v in p.by_category.items() if v}} for p in self.phases],
+            "host": {k: round(v) for k, v in self.host.items()},
+            "saved_activation_bytes": round(self.saved_activation_bytes),
+            "remedies": self.remedies, "notes": self.notes,
+            "setup": asdict(self.setup),
+        }
+
+
+def verdict(peak: float, capacity: float) -> str:
+    if peak > capacity:
+        return "oom"
+    return "tight" if capacity - peak < TIGHT_HEADROOM * capacity else "fits"
+
+
+def _counts(s: Setup):
+    shape = s.shape()
+    if shape is None:
+        if not s.params:
+            raise ValueError("need a model (catalog name or config.json) or a parameter count")
+        return None, s.params, s.params if not s.lora_rank else 0
+    total = shape.param_count()
+    if s.lora_rank:
+        trainable = shape.num_hidden_layers * lora_params_per_layer(shape, s.lora_rank, lora_targets(s.lora_target))
+        return shape, total + trainable, trainable
+    return shape, total, total
+
+
+def estimate(s: Setup) -> Result:
+    gpu = catalog.gpu(s.gpu)
+    p = PRECISION_BYTES[s.precision]
+    shape, total, trainable = _counts(s)
+    n = max(1, s.gpus * 1)
+    deepspeed = s.framework == "deepspeed"
+    stage = s.zero_stage if deepspeed else 0
+    notes: list[str] = []
+    if s.precision == "bf16" and not gpu.bf16:
+        notes.append(f"{gpu.name} has no bf16 support (needs compute capability >= 8.0): use fp16")
+    if stage < 3 and s.offload_param != "none":
+        notes.append("offload_param only applies to ZeRO stage 3; DeepSpeed ignores it here")
+    off_param = s.offload_param if stage == 3 else "none"
+    off_opt = s.offload_optimizer if stage >= 1 else "none"
+    if s.offload_optimizer != "none" and stage == 0:
+        notes.append("offload_optimizer needs ZeRO stage >= 1; ignored")
+    ms = model_states(total, trainable, n, stage, p, offload_optimizer=off_opt, offload_param=off_param,
+                      master_weights=deepspeed and s.precision != "fp32")
+    if deepspeed and s.precision == "fp32":
+        ms.optimizer = 8 * trainable / (n if stage >= 1 else 1) if off_opt == "none" else 0
+
+    # DPO: the reference model. With LoRA the reference is the base model with adapters disabled
+    # (TRL and LLaMA-Factory), so it costs no extra weights; otherwise a second frozen copy.
+    ref_params = 0.0
+    ref_mode = s.dpo_reference
+    if s.method == "dpo" and ref_mode == "auto":
+        ref_mode = "adapter" if s.lora_rank else "model"
+    if s.method == "dpo" and ref_mode == "model":
+        ref_params = p * total / (n if stage == 3 else 1)
+        if stage == 3 and off_param != "none":
+            ms.host_params += ref_params
+            ref_params = 0.0
+
+    # Activations
+    act = None
+    if shape is not None:
+        act = activations(shape, s.seq_len, s.micro_batch, p, lora_rank=s.lora_rank, lora_target=s.lora_target,
+                          gradient_checkpointing=s.gradient_checkpointing,
+                          attn_implementation=s.attn_implementation,
+                          sequences_per_sample=2 if s.method == "dpo" else 1,
+                          adapter_fp32=(not deepspeed) if s.adapter_fp32 is None else s.adapter_fp32)
+    else:
+        notes.append("no architecture given (--params only): activations not modelled")
+
+    largest_gather = 0
+    largest_tensor = 0
+    if shape is not None:
+        largest_gather = max(shape.layer_params(), shape.vocab_size * shape.hidden_size)
+        largest_tensor = shape.vocab_size * shape.hidden_size if not s.lora_rank else max(
+            r * (i + o) for r in [s.lora_rank] for (i, o) in shape.linear_shapes().values())
+    tr = transients(s.ds, stage=stage, n=n, p=p, trainable=trainable, largest_gather=largest_gather,
+                    offload_optimizer=off_opt) if deepspeed else transients({}, stage=0, n=1, p=p, trainable=0,
+                                                                             largest_gather=0, offload_optimizer="none")
+    if stage == 3 and off_param == "none":
+        pass
+    runtime = s.cuda_context_bytes
+
+    # Generation server (GRPO) sharing the training GPUs
+    generation = 0.0
+    if s.method == "grpo" and s.vllm_mode == "server":
+        per_node = s.gpus_per_node or (s.gpus + s.vllm_gpus)
+        if s.gpus + s.vllm_gpus > per_node * s.nodes:
+            util = 0.9 if s.vllm_gpu_memory_utilization is None else s.vllm_gpu_memory_utilization
+            generation = util * gpu.memory_bytes
+            notes.append(f"trl vllm-serve reserves {util:.0%} of every GPU it runs on and shares GPUs with "
+                         f"training ({s.vllm_gpus} serving + {s.gpus} training > {per_node * s.nodes} GPUs)")
+    elif s.method == "grpo" and s.vllm_mode == "colocate":
+        util = 0.3 if s.vllm_gpu_memory_utilization is None else s.vllm_gpu_memory_utilization
+        generation = util * gpu.memory_bytes
+        notes.append(f"colocated vLLM reserves {util:.0%} of each training GPU")
+
+    base = {"params": ms.params + ref_params, "runtime": runtime, "generation": generation}
+
+    def phase(name, **cats):
+        d = {c: 0.0 for c in CATEGORIES}
+        d.update(base)
+        for k, v in cats.items():
+            d[k] = d.get(k, 0.0) + v
+        return Phase(name, d)
+
+    # Gradients in flight: stage 0/1 accumulate full grads (p*trainable); stage 2/3 keep a partition
+    # plus the reduce bucket. ms.grads already holds the steady value.
+    grads_full = ms.grads
+    master = ms.master
+    gathered = tr.gathered_params
+    a_saved = act.saved if act else 0.0
+    fw_extra = act.forward_transient if act else 0.0
+    if s.method == "dpo" and act is not None and ref_mode != "precomputed":
+        # TRL/LLaMA-Factory compute the reference log-probs after the policy forward, under
+        # no_grad: its logits (p*V), their fp32 copy (4V) and log-probs (4V) per token then sit on
+        # top of the policy's saved activations (which already include the policy's log-probs).
+        fw_extra = act.forward_transient + 4 * shape.vocab_size * s.seq_len * 2 * s.micro_batch
+        if s.trainer == "llamafactory":
+            # CustomDPOTrainer.concatenated_forward returns the policy's fp32 logits for its
+            # metrics, so they are still alive while the reference model runs
+            fw_extra += 4 * shape.vocab_size * s.seq_len * 2 * s.micro_batch
+    setup = phase("setup", master=master)
+    forward = phase("forward", master=master, activations=a_saved, temporaries=fw_extra + gathered)
+
+    # Backward: walks the layers top-down; saved activations shrink while gradients grow, so the
+    # peak is at the start (activations + loss gradients), at a layer (plus its temporaries and,
+    # with checkpointing, its recomputed activations) or at the end (all gradients).
+    if act is not None:
+        L = shape.num_hidden_layers
+        T = s.seq_len * s.micro_batch * (2 if s.method == "dpo" else 1)
+        head_grad = 0.0 if s.lora_rank or shape.tie_word_embeddings or stage >= 2 else p * shape.vocab_size * shape.hidden_size
+        layer_grad = grads_full / L
+        # the embedding's dense gradient is written last; until then it is a temporary
+        last_grad = p * largest_tensor if not s.lora_rank and stage < 2 else 0.0
+        layer_work = act.layer_backward_transient + act.recompute_layer
+        cands = [  # (activations, temporaries, grads)
+            (a_saved, act.backward_loss_transient, 0.0),
+            (a_saved - 4 * shape.vocab_size * T, layer_work, head_grad),
+            (act.saved_layers / L, layer_work, max(0.0, grads_full - layer_grad - last_grad)),
+            (0.0, p * shape.hidden_size * T + last_grad, grads_full - last_grad),
+        ]
+        best = max(cands, key=sum)
+        backward = phase("backward", master=master, activations=best[0],
+                         temporaries=best[1] + tr.backward_buckets + gathered, grads=best[2])
+    else:
+        backward = phase("backward", master=master, temporaries=tr.backward_buckets + gathered, grads=grads_full)
+
+    # Step
+    if not deepspeed:
+        # torch.optim.AdamW (single-tensor): states in the parameter dtype; per tensor it builds
+        # exp_avg_sq.sqrt() and the denominator, two temporaries of the largest tensor.
+        step = phase("step", grads=grads_full, optimizer=ms.optimizer + 2 * p * largest_tensor)
+    elif off_opt != "none":
+        # CPU Adam: gradients are copied out, parameters copied back in swap buffers
+        step = phase("step", grads=grads_full, temporaries=tr.step_allgather)
+    elif stage in (1, 2):
+        step = phase("step", master=master, grads=grads_full, optimizer=ms.optimizer,
+                     temporaries=tr.step_grad_cast + tr.step_allgather)
+    else:
+        step = phase("step", master=master, grads=grads_full, optimizer=ms.optimizer,
+                     temporaries=(4 * trainable / n if stage == 3 else 0.0) + gathered * 0)
+    phases = [setup, forward, backward, step]
+    peak_phase = max(phases, key=lambda ph: ph.total_bytes)
+    gpu_peak = peak_phase.total_bytes
+    # Steady state: from the second step on, optimizer states stay resident during forward/backward.
+    steady_extra = ms.optimizer if deepspeed and off_opt == "none" else (ms.optimizer if not deepspeed else 0)
+    steady = max(forward.total_bytes, backward.total_bytes) + steady_extra
+    peak_name = peak_phase.name
+    if steady > gpu_peak:
+        gpu_peak, peak_name = steady, "backward (steady state, optimizer states resident)"
+
+    # Host RAM per node
+    procs = min(n, s.gpus_per_node or n)
+    pinned = 0.0
+    if off_opt == "cpu" or off_param == "cpu":
+        # DeepSpeed's CPU Adam swaps gradients/parameters through pinned bounce buffers of
+        # reduce_bucket_size elements
+        pinned = p * transients(s.ds, stage=stage, n=n, p=1, trainable=trainable, largest_gather=0,
+                                offload_optimizer="none").backward_buckets
+    load = p * total
+    host = host_bytes(states_host_per_process=ms.host, processes_per_node=procs, model_load_bytes=load,
+                      zero3_init=stage == 3, pinned_buffer_bytes=pinned)
+    host_peak = host["process_overhead"] + max(host["model_loading"], host["offloaded_states"] + host["pinned_buffers"])
+    if ms.host and s.pin_memory:
+        notes.append(f"{ms.host * procs / GiB:.1f} GiB of offloaded states are pinned: pinned memory cannot be "
+                     "swapped out, the node needs that much free RAM")
+    host_verdict = verdict(host_peak, s.host_ram_bytes) if s.host_ram_bytes else None
+
+    return Result(
+        setup=s, gpu_name=gpu.name, gpu_bytes=gpu.memory_bytes, params=total, trainable_params=trainable,
+        phases=phases, gpu_peak_bytes=gpu_peak, peak_phase=peak_name, host=host, host_peak_bytes=host_peak,
+        verdict=verdict(gpu_peak, gpu.memory_bytes), host_verdict=host_verdict, notes=notes,
+        saved_activation_bytes=a_saved,
+    )
+
+
+def model_states_only(params: int, gpus: int, stage: int, k: int = 12) -> float:
+    """ZeRO paper accounting (Figure 1): 2Ψ + 2Ψ + KΨ, partitioned by stage."""
+    return zero_paper_model_states(params, gpus, stage, k)
+
+
+__all__ = ["Setup", "Result", "estimate", "verdict", "model_states_only", "replace", "ALL_LINEAR"]

@@ -23,7 +23,26 @@ def run_cli(capsys):
     return run
 
 
-def run_subprocess(args, **kw):
-    env = dict(os.environ)
+def run_subprocess(args, env=None, **kw):
+    env = dict(env if env is not None else os.environ)
     env["PYTHONPATH"] = str(ROOT / "tools") + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, **kw)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--recipe", action="append", default=[], help="only tests of this recipe (repeatable)")
+
+
+def pytest_collection_modifyitems(config, items):
+    wanted = config.getoption("--recipe")
+    if not wanted:
+        return
+    keep, drop = [], []
+    for item in items:
+        module_recipe = getattr(item.module, "NAME", None)
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params.values() if callspec else ()
+        hit = module_recipe in wanted or any(p in wanted for p in params if isinstance(p, str))
+        (keep if hit else drop).append(item)
+    items[:] = keep
+    config.hook.pytest_deselected(items=drop)

@@ -70,6 +70,7 @@ def test_template_syntax_in_values_is_data(run_cli):
     assert code == 0, err
     data = yaml.safe_load(out)
     assert data["dataset_name"] == "x: y\nevil: 1" and "evil" not in data
+    assert out.splitlines()[1] == '# Overrides: dataset="x: y\\nevil: 1"'
 
 
 def test_shell_values_are_quoted(run_cli):

@@ -47,12 +47,20 @@ def deepspeed_config(job):
         "micro_batch": cfg.train_micro_batch_size_per_gpu,
         "grad_accum": cfg.gradient_accumulation_steps,
         "zero_stage": int(zero.stage),
-        "offload_optimizer": str(zero.offload_optimizer.device.value) if zero.offload_optimizer else "none",
-        "offload_param": str(zero.offload_param.device.value) if zero.offload_param else "none",
+        "offload_optimizer": _device(zero.offload_optimizer),
+        "offload_param": _device(zero.offload_param),
         "bf16": bool(cfg.bfloat16_config.enabled),
         "fp16": bool(cfg.float16_config.enabled),
         "gradient_clipping": cfg.gradient_clipping,
     }
+
+
+def _device(offload):
+    # The device is an enum in some DeepSpeed releases and a plain string in others.
+    if offload is None:
+        return "none"
+    dev = offload.device
+    return str(getattr(dev, "value", dev))
 
 
 def _fill_auto(data, values):

@@ -37,10 +37,15 @@ def _emit_yaml(value):
     if isinstance(value, str) and value == "":
         return "''"
     text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=10_000, sort_keys=False)
-    return text.removesuffix("\n...\n").removesuffix("\n")
+    text = text.removesuffix("\n...\n").removesuffix("\n")
+    if "\n" in text:
+        # A multi-line scalar written inline would need indentation we can't know here;
+        # a JSON string is a valid one-line YAML double-quoted scalar.
+        return json.dumps(value, ensure_ascii=False)
+    return text
 
 
-_SAFE_SHELL_WORD = re.compile(r"^[A-Za-z0-9_./:=,+@%-]+$")
+SAFE_WORD = re.compile(r"^[A-Za-z0-9_./:=,+@%-]+$")
 
 
 def _emit_shell(value):
@@ -55,7 +60,7 @@ def _emit_shell(value):
     if isinstance(value, (list, tuple)):
         return " ".join(_emit_shell(v) for v in value)
     text = str(value)
-    return text if _SAFE_SHELL_WORD.match(text) else shlex.quote(text)
+    return text if SAFE_WORD.match(text) else shlex.quote(text)
 
 
 def _emit_text(value):

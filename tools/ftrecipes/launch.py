@@ -34,11 +34,11 @@ def openrlhf_document(text, path):
     for name, (raw, line) in flags.items():
         prop = props.get(name)
         value = raw
-        if raw is not True and prop is not None:
-            try:
-                value = values.coerce(raw, _kind_of(prop))
-            except ValueError:
-                value = raw
+        if prop is not None and isinstance(raw, list):
+            item = prop.get("items", {}) if isinstance(prop.get("items"), dict) else {}
+            value = [_typed(x, item) for x in raw]
+        elif prop is not None and raw is not True:
+            value = _typed(raw, prop)
         data[name] = value
         col = _column(text, line, "--" + name)
         doc.key_positions[(name,)] = (line, col)
@@ -48,6 +48,13 @@ def openrlhf_document(text, path):
     doc.module = cmd.words[idx]
     doc.command_line = cmd.line
     return doc
+
+
+def _typed(raw, prop):
+    try:
+        return values.coerce(raw, _kind_of(prop))
+    except ValueError:
+        return raw  # the schema reports the wrong type
 
 
 def _column(text, line, needle):

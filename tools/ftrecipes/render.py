@@ -1,13 +1,24 @@
 """Render a recipe's templates with resolved values, and check every file produced."""
 
 import functools
+import json
 from pathlib import Path
 
 import jinja2
 
-from . import derive, formats, launch, schemas, sources
+from . import derive, formats, launch, paths, schemas, sources
 from . import values as values_mod
 from .errors import UserError
+
+
+def _search_path(template_dir):
+    # A recipe's own templates first, then the shared recipes/_lib (beside the recipe,
+    # or in the installed recipes when the recipe is a folder elsewhere).
+    out = [template_dir]
+    for root in (Path(template_dir).parent.parent, paths.recipes_dir()):
+        if (root / "_lib").is_dir() and str(root) not in out:
+            out.append(str(root))
+    return out
 
 
 @functools.lru_cache(maxsize=None)
@@ -15,7 +26,7 @@ def _environment(template_dir, fmt_name):
     fmt = formats.get(fmt_name)
     env = jinja2.Environment(
         # recipes/_lib holds templates shared by recipes (the DeepSpeed config).
-        loader=jinja2.FileSystemLoader([template_dir, str(Path(template_dir).parent.parent)]),
+        loader=jinja2.FileSystemLoader(_search_path(template_dir)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -32,9 +43,18 @@ def _environment(template_dir, fmt_name):
 def _header(recipe, overrides, fmt):
     lines = [f"{fmt.comment} Rendered by ftrecipes from {recipe.label()}; edit the recipe, not this file."]
     if overrides:
-        settings = " ".join(f"{k}={formats.get('shell').emit(v)}" for k, v in sorted(overrides.items()))
+        # One comment line whatever the values hold: newlines are escaped, never written.
+        settings = " ".join(f"{k}={_describe(v)}" for k, v in sorted(overrides.items()))
         lines.append(f"{fmt.comment} Overrides: {settings}")
     return "\n".join(lines) + "\n"
+
+
+def _describe(value):
+    if isinstance(value, str) and formats.SAFE_WORD.match(value):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _normalise(text):

@@ -74,7 +74,8 @@ def _command(words, lines, start):
 def flags_after(cmd, index):
     """Parse `--name value`, `--name=value` and `--name` (a switch) words after position index.
 
-    Returns ({name: (value, line)}, [(name, line) repeated]); a repeated flag keeps
+    A flag followed by several words gets a list. Returns ({name: (value, line)},
+    [(name, line) repeated]); a repeated flag keeps
     the last value, as argparse does.
     """
     out, dups = {}, []
@@ -89,9 +90,14 @@ def flags_after(cmd, index):
         name, value = word[2:], True
         if "=" in name:
             name, value = name.split("=", 1)
-        elif i + 1 < len(words) and not words[i + 1].startswith("--"):
-            value = words[i + 1]
-            i += 1
+        else:
+            # Every word up to the next flag belongs to this one (`--adam.betas 0.9 0.95`).
+            taken = []
+            while i + 1 < len(words) and not words[i + 1].startswith("--"):
+                taken.append(words[i + 1])
+                i += 1
+            if taken:
+                value = taken[0] if len(taken) == 1 else taken
         if name in out:
             dups.append((name, line))
         out[name] = (value, line)

@@ -200,7 +200,7 @@ def closed(desc, props):
     return {"type": "object", "description": desc, "properties": props, "additionalProperties": False}
 
 
-DTYPE = {"enum": ["fp32", "fp16", "bf16"]}
+DTYPE = {"enum": ["fp32", "fp16", "bf16", None]}  # null = DeepSpeed's default (OpenRLHF writes it)
 DTYPE_ANY = {"type": "string", "description": "dtype name: fp32/float32, fp16/float16/half, bf16/bfloat16"}
 
 

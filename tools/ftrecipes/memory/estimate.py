@@ -130,7 +130,7 @@ def estimate(s: Setup) -> Result:
     gpu = catalog.gpu(s.gpu)
     p = PRECISION_BYTES[s.precision]
     shape, total, trainable = _counts(s)
-    n = max(1, s.gpus * 1)
+    n = max(1, s.gpus)
     deepspeed = s.framework == "deepspeed"
     stage = s.zero_stage if deepspeed else 0
     notes: list[str] = []
@@ -170,17 +170,15 @@ def estimate(s: Setup) -> Result:
     else:
         notes.append("no architecture given (--params only): activations not modelled")
 
-    largest_gather = 0
-    largest_tensor = 0
+    largest_gather = 0  # elements ZeRO-3 must gather at once
+    largest_tensor = 0  # elements of the biggest trainable tensor (optimizer temporaries)
     if shape is not None:
         largest_gather = max(shape.layer_params(), shape.vocab_size * shape.hidden_size)
         largest_tensor = shape.vocab_size * shape.hidden_size if not s.lora_rank else max(
-            r * (i + o) for r in [s.lora_rank] for (i, o) in shape.linear_shapes().values())
+            s.lora_rank * (i + o) for (i, o) in shape.linear_shapes().values())
     tr = transients(s.ds, stage=stage, n=n, p=p, trainable=trainable, largest_gather=largest_gather,
                     offload_optimizer=off_opt) if deepspeed else transients({}, stage=0, n=1, p=p, trainable=0,
                                                                              largest_gather=0, offload_optimizer="none")
-    if stage == 3 and off_param == "none":
-        pass
     runtime = s.cuda_context_bytes
 
     # Generation server (GRPO) sharing the training GPUs
@@ -222,6 +220,10 @@ def estimate(s: Setup) -> Result:
             # CustomDPOTrainer.concatenated_forward returns the policy's fp32 logits for its
             # metrics, so they are still alive while the reference model runs
             fw_extra += 4 * shape.vocab_size * s.seq_len * 2 * s.micro_batch
+    if act is not None and s.gradient_checkpointing:
+        # a checkpointed layer still materialises its activations while it runs (upper bound:
+        # all of them at once); matters when they outgrow the logits, e.g. eager attention's s*s
+        fw_extra = max(fw_extra, act.recompute_layer)
     setup = phase("setup", master=master)
     forward = phase("forward", master=master, activations=a_saved, temporaries=fw_extra + gathered)
 
@@ -260,17 +262,27 @@ def estimate(s: Setup) -> Result:
         step = phase("step", master=master, grads=grads_full, optimizer=ms.optimizer,
                      temporaries=tr.step_grad_cast + tr.step_allgather)
     else:
+        # stage 3 also builds an fp32 gradient partition for the update
         step = phase("step", master=master, grads=grads_full, optimizer=ms.optimizer,
-                     temporaries=(4 * trainable / n if stage == 3 else 0.0) + gathered * 0)
+                     temporaries=4 * trainable / n if stage == 3 else 0.0)
     phases = [setup, forward, backward, step]
+    if deepspeed and stage in (1, 2) and off_opt == "none":
+        before_adam = step.total_bytes - step.by_category["optimizer"]
+        if before_adam > gpu.memory_bytes:
+            notes.append("runs out of memory at the first optimizer step, while DeepSpeed casts the gradient "
+                         "partition to fp32 (before Adam's states even exist)")
+        elif step.total_bytes > gpu.memory_bytes:
+            notes.append("runs out of memory at the first optimizer step, when Adam's fp32 states are created")
     peak_phase = max(phases, key=lambda ph: ph.total_bytes)
     gpu_peak = peak_phase.total_bytes
     # Steady state: from the second step on, optimizer states stay resident during forward/backward.
     steady_extra = ms.optimizer if deepspeed and off_opt == "none" else (ms.optimizer if not deepspeed else 0)
     steady = max(forward.total_bytes, backward.total_bytes) + steady_extra
     peak_name = peak_phase.name
-    if steady > gpu_peak:
-        gpu_peak, peak_name = steady, "backward (steady state, optimizer states resident)"
+    if steady > gpu_peak * 1.005:
+        gpu_peak, peak_name = steady, "forward/backward of later steps, optimizer states resident"
+    elif steady > gpu_peak:
+        gpu_peak = steady
 
     # Host RAM per node
     procs = min(n, s.gpus_per_node or n)

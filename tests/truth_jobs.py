@@ -67,6 +67,15 @@ def _vllm(ctx, path, cmd):
     return [{"check": "vllm-serve", "args": cmd.words[2:]}]
 
 
+def _load_plugins():
+    """Recipe-specific job builders live in truth_jobs_<stack>.py beside this file."""
+    import importlib
+    import pathlib
+
+    for path in sorted(pathlib.Path(__file__).resolve().parent.glob("truth_jobs_*.py")):
+        importlib.import_module(path.stem)
+
+
 def jobs_for(name, overrides, out_dir):
     """Render recipe NAME with overrides into out_dir; return (stack, [(file name, job)])."""
     r = recipe_mod.load(name)
@@ -82,3 +91,6 @@ def jobs_for(name, overrides, out_dir):
             job.setdefault("cwd", str(out_dir))
             jobs.append((rfile.name, job))
     return r.meta["framework"]["stack"], jobs
+
+
+_load_plugins()

@@ -125,7 +125,19 @@ def _plain(value):
     return str(getattr(value, "value", value))
 
 
+def _load_plugins():
+    """Stack-specific checkers live in truth_<stack>.py beside this file and register with @check."""
+    import importlib
+    import pathlib
+
+    here = pathlib.Path(__file__).resolve().parent
+    sys.path.insert(0, str(here))
+    for path in sorted(here.glob("truth_*.py")):
+        importlib.import_module(path.stem)
+
+
 def main():
+    _load_plugins()
     with open(sys.argv[1], encoding="utf-8") as fh:
         jobs = json.load(fh)
     results = []

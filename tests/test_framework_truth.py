@@ -88,3 +88,17 @@ def test_deepspeed_rejects_a_batch_mismatch(tmp_path):
                    env=devenv.run_env("trl"), check=True, capture_output=True, timeout=600)
     [res] = json.loads((tmp_path / "out.json").read_text())
     assert not res["ok"] and "train_batch_size" in res["error"]
+
+
+@pytest.mark.parametrize("name", recipe.names())
+def test_tested_with_is_what_the_environment_runs(name):
+    """tested_with must name the versions installed in the venv the smoke test runs in."""
+    r = recipe.load(name)
+    stack = r.meta["framework"]["stack"]
+    packages = sorted(r.meta["tested_with"])
+    code = "import json, importlib.metadata as m; print(json.dumps({p: m.version(p) for p in %r}))" % packages
+    proc = subprocess.run([str(devenv.ensure_env(stack)), "-c", code], env=devenv.run_env(stack), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    installed = json.loads(proc.stdout.strip().splitlines()[-1])
+    # A local build label (torch 2.13.0+cpu) names the same release.
+    assert {p: v.split("+")[0] for p, v in installed.items()} == {p: str(v) for p, v in r.meta["tested_with"].items()}

@@ -70,3 +70,25 @@ def test_values_schema_rejects_wrong_types(name):
         wrong = [] if not isinstance(value, list) else "x"
         bad = dict(r.defaults, **{key: {"nested": wrong}})
         assert list(v.iter_errors(bad)), key
+
+
+def _pins(stack):
+    pins = {}
+    for line in (Path(__file__).resolve().parent / "envs" / stack / "requirements.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            name, version = line.split("==", 1)
+            pins[name.strip().lower()] = version.strip()
+    return pins
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_tested_with_equals_the_smoke_environment_pins(name):
+    r = recipe.load(name)
+    pins = _pins(r.meta["framework"]["stack"])
+    for package, version in r.meta["tested_with"].items():
+        assert pins.get(package.lower()) == version, f"{package}: recipe says {version}, stack pins {pins.get(package.lower())}"
+    # The framework the recipe is about must be among them.
+    framework = {"trl": "trl", "llamafactory": "llamafactory", "openrlhf": "openrlhf"}[r.meta["framework"]["stack"]]
+    if r.meta["framework"]["name"] in ("trl", "llamafactory", "openrlhf"):
+        assert framework in r.meta["tested_with"]

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Print each smoke test's wall time and the total of the last test run.
 
-The smoke harness appends one line per launch to .smoke-timings.jsonl;
-tools/run-tests empties it first and appends the run's total (set-up included)
-at the end. Usage: python3 bench/smoke_times.py [FILE]
+The smoke harness appends one line per launch to .smoke-timings.jsonl
+(tools/run-tests empties it first; the test run itself prints the same figures
+and the run total before pytest's closing line). Usage: python3 bench/smoke_times.py [FILE]
 """
 
 import json

@@ -46,3 +46,24 @@ def pytest_collection_modifyitems(config, items):
         (keep if hit else drop).append(item)
     items[:] = keep
     config.hook.pytest_deselected(items=drop)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Smoke wall times and the run's total, printed before pytest's closing line."""
+    import json
+    import time
+
+    path = ROOT / ".smoke-timings.jsonl"
+    started = os.environ.get("FTRECIPES_RUN_STARTED")
+    if not path.is_file() and not started:
+        return
+    rows = [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.is_file() else []
+    tr = terminalreporter
+    tr.section("timings")
+    for r in rows:
+        if "test" in r:
+            tr.write_line(f"smoke {r['test']:32} {r['seconds']:7.1f} s  {'ok' if r['returncode'] == 0 else 'FAILED'}")
+    if os.environ.get("FTRECIPES_SETUP_SECONDS"):
+        tr.write_line(f"set-up (venvs, op builds)              {float(os.environ['FTRECIPES_SETUP_SECONDS']):7.1f} s")
+    if started:
+        tr.write_line(f"run total so far                       {time.time() - float(started):7.1f} s")

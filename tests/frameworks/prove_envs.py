@@ -97,11 +97,13 @@ def framework_check(stack, py, env, work: Path):
                     per_device_train_batch_size=2, gradient_accumulation_steps=1,
                     learning_rate=1e-4, max_steps=3, bf16=True, use_cpu=True,
                     deepspeed=str(ds_cfg), report_to="none")
-        cfg = work / "lf_sft.json"
+        # .yaml holding JSON (YAML is a superset): LLaMA-Factory 0.9.5 cannot read a .json
+        # config (read_args calls json.load on a Path).
+        cfg = work / "lf_sft.yaml"
         cfg.write_text(json.dumps(args))
         chk = ("import json,sys; from llamafactory.hparams import get_train_args; "
                "r = get_train_args(json.load(open(sys.argv[1]))); print('get_train_args OK', "
-               "type(r[0]).__name__, r[3].deepspeed)")
+               "type(r[2]).__name__, r[2].deepspeed)")
         one = dict(env, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                    MASTER_PORT="29532")
         out, dt = _run([py, "-c", chk, cfg], one, tag="get_train_args")

@@ -142,8 +142,10 @@ def estimate(s: Setup) -> Result:
     off_opt = s.offload_optimizer if stage >= 1 else "none"
     if s.offload_optimizer != "none" and stage == 0:
         notes.append("offload_optimizer needs ZeRO stage >= 1; ignored")
+    adapter_fp32 = (not deepspeed) if s.adapter_fp32 is None else (s.adapter_fp32 and not deepspeed)
+    pt = 4 if s.lora_rank and adapter_fp32 else p
     ms = model_states(total, trainable, n, stage, p, offload_optimizer=off_opt, offload_param=off_param,
-                      master_weights=deepspeed and s.precision != "fp32")
+                      master_weights=deepspeed and s.precision != "fp32", trainable_bytes=pt)
     if deepspeed and s.precision == "fp32":
         ms.optimizer = 8 * trainable / (n if stage >= 1 else 1) if off_opt == "none" else 0
 
@@ -166,7 +168,7 @@ def estimate(s: Setup) -> Result:
                           gradient_checkpointing=s.gradient_checkpointing,
                           attn_implementation=s.attn_implementation,
                           sequences_per_sample=2 if s.method == "dpo" else 1,
-                          adapter_fp32=(not deepspeed) if s.adapter_fp32 is None else s.adapter_fp32)
+                          adapter_fp32=adapter_fp32)
     else:
         notes.append("no architecture given (--params only): activations not modelled")
 
@@ -254,7 +256,7 @@ def estimate(s: Setup) -> Result:
     if not deepspeed:
         # torch.optim.AdamW (single-tensor): states in the parameter dtype; per tensor it builds
         # exp_avg_sq.sqrt() and the denominator, two temporaries of the largest tensor.
-        step = phase("step", grads=grads_full, optimizer=ms.optimizer + 2 * p * largest_tensor)
+        step = phase("step", grads=grads_full, optimizer=ms.optimizer + 2 * pt * largest_tensor)
     elif off_opt != "none":
         # CPU Adam: gradients are copied out, parameters copied back in swap buffers
         step = phase("step", grads=grads_full, temporaries=tr.step_allgather)

@@ -50,17 +50,18 @@ class ModelStates:
 
 def model_states(total_params: int, trainable: int, n: int, stage: int, p: int, *,
                  offload_optimizer: str = "none", offload_param: str = "none",
-                 master_weights: bool = True) -> ModelStates:
+                 master_weights: bool = True, trainable_bytes: int | None = None) -> ModelStates:
     """Steady-state model states of one training process.
 
     total_params includes frozen ones (LoRA base); only `trainable` get grads and optimizer states.
     master_weights=False is plain PyTorch training in the parameter dtype (what trace.py measures):
     AdamW's two states then have the parameter dtype and no fp32 copy exists.
     """
+    pt = trainable_bytes or p  # PEFT keeps LoRA adapters in fp32 unless DeepSpeed casts them
     frozen = total_params - trainable
     s = ModelStates()
     # Parameters (frozen LoRA base weights too): only stage 3 partitions them.
-    param_bytes = p * total_params
+    param_bytes = p * frozen + pt * trainable
     if stage >= 3:
         param_bytes /= n
     if stage >= 3 and offload_param in ("cpu", "nvme"):
@@ -68,11 +69,10 @@ def model_states(total_params: int, trainable: int, n: int, stage: int, p: int, 
             s.host_params = param_bytes
     else:
         s.params = param_bytes
-    del frozen
-    grads = p * trainable / (n if stage >= 2 else 1)
+    grads = pt * trainable / (n if stage >= 2 else 1)
     if not master_weights:
         s.grads = grads
-        s.optimizer = 2 * p * trainable / (n if stage >= 1 else 1)
+        s.optimizer = 2 * pt * trainable / (n if stage >= 1 else 1)
         return s
     master = 4 * trainable / (n if stage >= 1 else 1)
     adam = 8 * trainable / (n if stage >= 1 else 1)

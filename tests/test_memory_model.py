@@ -1,0 +1,148 @@
+"""Properties of the memory model and its CLI (base dependencies only, no torch)."""
+from __future__ import annotations
+
+import argparse
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from ftrecipes.memory import Setup, estimate, estimate_from_config, render_svg, render_text
+from ftrecipes.memory import cli as memory_cli
+from ftrecipes.memory.activations import activations
+from ftrecipes.memory.catalog import GPUS, model
+from ftrecipes.memory.estimate import verdict
+from ftrecipes.memory.model_states import model_states
+
+GiB = 1024 ** 3
+
+
+def run_cli(argv, capsys):
+    ap = argparse.ArgumentParser()
+    memory_cli.register(ap.add_subparsers(dest="command", required=True))
+    args = ap.parse_args(argv)
+    rc = memory_cli.main(args)
+    return rc, capsys.readouterr().out
+
+
+def test_catalog_has_the_required_gpus_with_bf16_flags():
+    for name in ("V100-16GB", "V100-32GB", "A100-40GB", "A100-80GB", "H100-80GB", "H200", "A10", "L4",
+                 "RTX-4090", "T4"):
+        assert name in GPUS
+    assert not GPUS["V100-32GB"].bf16 and not GPUS["T4"].bf16
+    assert GPUS["A100-80GB"].bf16 and GPUS["RTX-4090"].bf16
+
+
+def test_minicpmv_language_models_are_stated():
+    assert "Qwen2-7B" in model("MiniCPM-V-2_6").note
+    assert "Llama-3-8B" in model("MiniCPM-Llama3-V-2_5").note
+    assert model("MiniCPM-V-2_6").decoder_params() == model("Qwen2-7B").decoder_params() - (152064 - 151666) * 3584 * 2
+
+
+def test_local_hf_config_json(tmp_path):
+    cfg = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+           "tie_word_embeddings": False}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    assert model(str(p)).param_count() == 8_030_261_248
+    assert model(str(tmp_path)).param_count() == 8_030_261_248
+
+
+def test_verdict_thresholds():
+    assert verdict(50, 100) == "fits"
+    assert verdict(91, 100) == "tight"
+    assert verdict(101, 100) == "oom"
+
+
+def test_zero_stages_partition_in_order():
+    per_gpu = [model_states(8_000_000_000, 8_000_000_000, 8, st, 2).gpu for st in range(4)]
+    assert per_gpu == sorted(per_gpu, reverse=True)
+    assert per_gpu[0] == 16 * 8_000_000_000
+    off = model_states(8_000_000_000, 8_000_000_000, 8, 3, 2, offload_optimizer="cpu", offload_param="cpu")
+    assert off.gpu == 0 and off.host == pytest.approx(18 * 8_000_000_000 / 8)
+
+
+def test_activations_scale_with_tokens_and_checkpointing_cuts_them():
+    shape = model("Llama-3-8B")
+    a1 = activations(shape, 1024, 1, 2)
+    a2 = activations(shape, 2048, 1, 2)
+    assert a2.saved == pytest.approx(2 * a1.saved, rel=0.01)
+    gc = activations(shape, 2048, 1, 2, gradient_checkpointing=True)
+    assert gc.saved_layers < a2.saved_layers / 10
+    # the 128k-vocabulary loss keeps 4 bytes per vocabulary entry per token
+    assert a2.saved_other >= 4 * shape.vocab_size * 2048
+    eager = activations(shape, 4096, 1, 2, attn_implementation="eager")
+    assert eager.saved_layers > activations(shape, 4096, 1, 2).saved_layers
+
+
+def test_lora_trains_few_parameters_and_skips_grads_of_the_base():
+    r = estimate(Setup(model="Qwen2.5-7B", lora_rank=16, lora_target="all", gpu="A100-80GB"))
+    # rank 16 on all 7 linears of 28 layers: 16 * (in + out) summed
+    assert r.trainable_params == 40_370_176
+    full = estimate(Setup(model="Qwen2.5-7B", gpu="A100-80GB"))
+    assert r.gpu_peak_bytes < full.gpu_peak_bytes / 3
+
+
+def test_remedies_are_re_estimated_and_fitting_ones_come_first():
+    r = estimate_from_config({"zero_optimization": {"stage": 0}, "bf16": {"enabled": True}},
+                             model="Llama-3-8B", gpu="A100-80GB", gpus=2, seq_len=4096)
+    assert r.verdict == "oom"
+    assert r.remedies
+    verdicts = [m["verdict"] for m in r.remedies]
+    assert verdicts == sorted(verdicts, key=["fits", "tight", "oom"].index)
+    for m in r.remedies:
+        assert m["gpu_peak_bytes"] < r.gpu_peak_bytes
+
+
+def test_deepspeed_config_supplies_stage_offload_precision_and_flags_override():
+    ds = {"fp16": {"enabled": True}, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"},
+                                                           "offload_param": {"device": "cpu", "pin_memory": True},
+                                                           "reduce_bucket_size": "auto"}}
+    r = estimate_from_config(ds, model="Qwen2.5-7B", gpu="V100-32GB", gpus=8)
+    assert r.setup.precision == "fp16" and r.setup.zero_stage == 3
+    assert r.setup.offload_param == "cpu"
+    r2 = estimate_from_config(ds, model="Qwen2.5-7B", gpu="V100-32GB", gpus=8, zero_stage=2)
+    assert r2.setup.zero_stage == 2
+    assert any("offload_param only applies" in n for n in r2.notes)
+
+
+def test_cli_json_has_the_documented_keys(capsys):
+    rc, out = run_cli(["estimate", "--model", "Llama-3-8B", "--gpu", "A100-80GB", "--gpus", "1",
+                       "--zero-stage", "2", "--seq-len", "128", "--json"], capsys)
+    data = json.loads(out)
+    for k in ("gpu_peak_bytes", "host_peak_bytes", "verdict", "phases", "remedies"):
+        assert k in data
+    assert [p["name"] for p in data["phases"]] == ["setup", "forward", "backward", "step"]
+    assert all({"name", "total_bytes", "by_category"} <= set(p) for p in data["phases"])
+    assert data["verdict"] == "oom" and rc == 3
+    assert all({"change", "gpu_peak_bytes", "verdict"} <= set(m) for m in data["remedies"])
+
+
+def test_cli_model_states_only_zero_paper(capsys):
+    rc, out = run_cli(["estimate", "--params", "7.5e9", "--gpus", "64", "--zero-stage", "1",
+                       "--model-states-only", "--json"], capsys)
+    assert rc == 0
+    assert json.loads(out)["model_states_bytes"] / 1e9 == pytest.approx(31.4, abs=0.05)
+
+
+def test_cli_config_file_and_text_output(tmp_path, capsys):
+    p = tmp_path / "ds.json"
+    p.write_text(json.dumps({"bf16": {"enabled": True}, "zero_optimization": {"stage": 3}}))
+    rc, out = run_cli(["estimate", "--config", str(p), "--model", "Qwen2.5-7B", "--gpus", "8",
+                       "--gpu", "H100-80GB", "--seq-len", "2048", "--gradient-checkpointing"], capsys)
+    assert rc == 0
+    assert "FITS" in out and "backward" in out
+
+
+def test_svg_is_well_formed_and_draws_every_phase():
+    r = estimate(Setup(model="Llama-3-8B", gpu="A100-80GB", zero_stage=2, seq_len=128))
+    svg = render_svg(r)
+    root = ET.fromstring(svg)
+    texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    for name in ("setup", "forward", "backward", "step"):
+        assert name in texts
+    rects = [el for el in root.iter("{http://www.w3.org/2000/svg}rect") if el.find("{http://www.w3.org/2000/svg}title") is not None]
+    assert len(rects) >= 8
+    assert "oom" in svg
+    assert "A100-80GB" in render_text(r)

@@ -48,6 +48,15 @@ def pytest_collection_modifyitems(config, items):
     config.hook.pytest_deselected(items=drop)
 
 
+_SESSION_START = []
+
+
+def pytest_sessionstart(session):
+    import time
+
+    _SESSION_START.append(time.time())
+
+
 def pytest_terminal_summary(terminalreporter):
     """Smoke wall times and the run's total, printed before pytest's closing line."""
     import json
@@ -58,6 +67,9 @@ def pytest_terminal_summary(terminalreporter):
     if not path.is_file() and not started:
         return
     rows = [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.is_file() else []
+    rows = [r for r in rows if r.get("at", 0) >= _SESSION_START[0] - 1]
+    if not rows and not started:
+        return
     tr = terminalreporter
     tr.section("timings")
     for r in rows:

@@ -67,7 +67,7 @@ def launch(stack, argv, cwd, probe_dir, extra_env=None, timeout=900, label=""):
     proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     elapsed = time.time() - start
     with open(TIMINGS, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps({"test": label, "seconds": round(elapsed, 1), "returncode": proc.returncode}) + "\n")
+        fh.write(json.dumps({"test": label, "seconds": round(elapsed, 1), "returncode": proc.returncode, "at": round(start, 1)}) + "\n")
     log = (proc.stdout[-4000:] + "\n---stderr---\n" + proc.stderr[-8000:])
     assert proc.returncode == 0, log
     return log

@@ -1,0 +1,42 @@
+"""Docs for the findings that come from the schemas and the parsers."""
+
+from . import ERROR, document
+
+document("unknown-key", ERROR, "a key the framework does not know", """
+    The key is not one the framework reads at this place. DeepSpeed silently ignores unknown
+    top-level keys (DeepSpeed#653, #1809): a misspelled `train_micro_batch_size_per_gpus` leaves
+    the real setting at its default and nothing tells you. accelerate, TRL, LLaMA-Factory and
+    OpenRLHF refuse unknown keys at start-up, after the job has queued for a node. The message
+    names the closest known key.
+""")
+document("wrong-type", ERROR, "a value of the wrong type", """
+    The value's type is not one the framework accepts here (a string where a number is
+    expected, an object where a boolean is).
+""")
+document("bad-value", ERROR, "a value outside the allowed choices", """
+    The value is not one of the choices the framework accepts (e.g. `stage: dpoo` in a
+    LLaMA-Factory file, which its dict parser does not check).
+""")
+document("out-of-range", ERROR, "a number outside its range", """
+    The number is outside the range the framework accepts (ZeRO stage 5, a negative batch).
+""")
+document("missing-key", ERROR, "a required key is missing", """
+    The framework needs this key and has no default for it.
+""")
+document("removed-key", ERROR, "a key the framework version no longer has", """
+    The key was removed or renamed in the framework version the schema describes; the
+    message names the replacement (e.g. transformers 5 dropped `warmup_ratio`: a float
+    below 1 in `warmup_steps` is a ratio).
+""")
+document("duplicate-key", ERROR, "a key written twice", """
+    The same key appears twice in one mapping. DeepSpeed's JSON loader rejects the file;
+    YAML loaders silently keep the last value, so the first one is dead text that readers
+    still believe.
+""")
+document("schema", ERROR, "another schema violation", """
+    The file breaks a constraint of its format's schema not covered by a more specific rule.
+""")
+document("unusable-input", ERROR, "a file that cannot be read or parsed", """
+    The file is empty, binary, not UTF-8, malformed JSON/YAML (with line and column), too
+    large to be a config, or of a kind lint cannot tell. Lint exits with status 2.
+""")

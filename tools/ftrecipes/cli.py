@@ -113,9 +113,30 @@ def _warn_memory(recipe, overrides):
 
 
 def _cmd_lint(args):
-    from . import lint, report
+    from . import lint, report, rules
 
-    result = lint.run(args.paths, kind=args.kind)
+    if args.explain:
+        r = rules.get(args.explain)
+        if r is None:
+            from .schemas import suggest
+
+            raise UserError(f"no rule '{args.explain}'{suggest(args.explain, list(rules.all_rules()))}")
+        print(f"{r.id} ({r.severity}): {r.summary}\n\n{r.doc}")
+        return 0
+    if args.list_rules:
+        for r in rules.all_rules().values():
+            print(f"{r.id:28} {r.severity:8} {r.summary}")
+        return 0
+    if not args.paths:
+        raise UserError("lint needs FILE_OR_DIR arguments (or --explain RULE / --list-rules)")
+    versions = {}
+    for item in args.framework_version:
+        if "=" not in item:
+            raise UserError(f"--framework-version {item}: expected NAME=VERSION")
+        name, version = item.split("=", 1)
+        versions[name.strip().lower()] = version.strip()
+    options = rules.Options(gpu=args.gpu, gpus=args.gpus, host_ram_gib=args.host_ram, framework_versions=versions)
+    result = lint.run(args.paths, kind=args.kind, options=options, ignore=args.ignore)
     report.FORMATTERS[args.format](result, sys.stdout)
     if result.unusable:
         return 2
@@ -147,9 +168,16 @@ def build_parser():
     p.set_defaults(func=_cmd_render)
 
     p = sub.add_parser("lint", help="check config files against the schemas and rules")
-    p.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
+    p.add_argument("paths", nargs="*", metavar="FILE_OR_DIR")
     p.add_argument("--kind", choices=["deepspeed", "accelerate", "trl", "llamafactory", "openrlhf"], help="skip detection")
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--format", choices=["text", "json", "github", "sarif"], default="text")
+    p.add_argument("--gpu", help="GPU type (e.g. V100-32GB, A100-80GB): enables hardware and memory rules")
+    p.add_argument("--gpus", type=int, help="GPUs in the job, when the files don't say")
+    p.add_argument("--host-ram", type=float, metavar="GIB", help="host RAM per node in GiB, for pinned-offload checks")
+    p.add_argument("--framework-version", action="append", default=[], metavar="NAME=VER", help="check keys against this framework version")
+    p.add_argument("--ignore", action="append", default=[], metavar="GLOB", help="skip files/folders matching (repeatable)")
+    p.add_argument("--explain", metavar="RULE", help="print a rule's documentation")
+    p.add_argument("--list-rules", action="store_true", help="list every rule")
     p.set_defaults(func=_cmd_lint)
 
     p = sub.add_parser("regen", help="re-render every recipe's committed rendered/ files")

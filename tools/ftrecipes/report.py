@@ -1,6 +1,7 @@
 """Print lint findings: one formatter per output format, nothing else."""
 
 import json
+import os
 
 
 def text(result, out):
@@ -33,4 +34,84 @@ def _where(err):
     return f"{err.path}:{err.line or 1}:{err.column or 1}:"
 
 
-FORMATTERS = {"text": text, "json": as_json}
+def _all(result):
+    """Findings plus unusable inputs, as Findings, in one list."""
+    from .findings import ERROR, Finding
+
+    extra = [
+        Finding(str(e.path) if e.path is not None else "", e.line or 1, e.column or 1, "unusable-input", ERROR, e.message)
+        for e in result.unusable
+    ]
+    return result.findings + extra
+
+
+def _escape_data(text):
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_prop(text):
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github(result, out):
+    """GitHub Actions workflow commands: each finding shows inline on the pull request."""
+    for f in _all(result):
+        level = "error" if f.severity == "error" else "warning"
+        out.write(
+            f"::{level} file={_escape_prop(f.path)},line={f.line},col={f.column},title={_escape_prop(f.rule)}::"
+            f"{_escape_data(f.rule + ' ' + f.message)}\n"
+        )
+
+
+def sarif(result, out):
+    """SARIF 2.1.0 for code scanning."""
+    from . import __version__, rules
+
+    known = rules.all_rules()
+    findings = _all(result)
+    used = sorted({f.rule for f in findings})
+    doc = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "ftrecipes",
+                        "version": __version__,
+                        "informationUri": "https://ftrecipes.dev",
+                        "rules": [
+                            {
+                                "id": rid,
+                                "shortDescription": {"text": known[rid].summary if rid in known else rid},
+                                "fullDescription": {"text": known[rid].doc if rid in known else rid},
+                                "defaultConfiguration": {"level": "error" if (known[rid].severity if rid in known else "error") == "error" else "warning"},
+                            }
+                            for rid in used
+                        ],
+                    }
+                },
+                "results": [
+                    {
+                        "ruleId": f.rule,
+                        "level": "error" if f.severity == "error" else "warning",
+                        "message": {"text": f.message},
+                        "locations": [
+                            {
+                                "physicalLocation": {
+                                    "artifactLocation": {"uri": f.path.replace(os.sep, "/")},
+                                    "region": {"startLine": max(f.line, 1), "startColumn": max(f.column, 1)},
+                                }
+                            }
+                        ],
+                    }
+                    for f in findings
+                ],
+            }
+        ],
+    }
+    json.dump(doc, out, indent=2)
+    out.write("\n")
+
+
+FORMATTERS = {"text": text, "json": as_json, "github": github, "sarif": sarif}

@@ -11,17 +11,20 @@ document("unknown-key", ERROR, "a key the framework does not know", """
 """)
 document("wrong-type", ERROR, "a value of the wrong type", """
     The value's type is not one the framework accepts here (a string where a number is
-    expected, an object where a boolean is).
+    expected, an object where a boolean is). Some frameworks convert silently, others fail
+    late; either way the file does not say what its author meant.
 """)
 document("bad-value", ERROR, "a value outside the allowed choices", """
     The value is not one of the choices the framework accepts (e.g. `stage: dpoo` in a
     LLaMA-Factory file, which its dict parser does not check).
 """)
 document("out-of-range", ERROR, "a number outside its range", """
-    The number is outside the range the framework accepts (ZeRO stage 5, a negative batch).
+    The number is outside the range the framework accepts (ZeRO stage 5, a negative batch
+    size, a probability above 1).
 """)
 document("missing-key", ERROR, "a required key is missing", """
-    The framework needs this key and has no default for it.
+    The framework needs this key and has no default for it, so it stops at start-up (for
+    example an accelerate config without `compute_environment`).
 """)
 document("removed-key", ERROR, "a key the framework version no longer has", """
     The key was removed or renamed in the framework version the schema describes; the
@@ -34,7 +37,8 @@ document("duplicate-key", ERROR, "a key written twice", """
     still believe.
 """)
 document("schema", ERROR, "another schema violation", """
-    The file breaks a constraint of its format's schema not covered by a more specific rule.
+    The file breaks a constraint of its format's schema not covered by a more specific rule;
+    the message quotes the constraint.
 """)
 document("unusable-input", ERROR, "a file that cannot be read or parsed", """
     The file is empty, binary, not UTF-8, malformed JSON/YAML (with line and column), too

@@ -1,0 +1,153 @@
+"""Each lint rule: a setup it flags and a near-identical one it passes."""
+
+import json
+
+import pytest
+
+from ftrecipes import lint, rules
+
+DS = {
+    "train_batch_size": 16,
+    "train_micro_batch_size_per_gpu": 2,
+    "gradient_accumulation_steps": 2,
+    "bf16": {"enabled": True},
+    "zero_optimization": {"stage": 2},
+}
+ACC = "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\nnum_processes: 4\nnum_machines: 1\n"
+
+
+def setup_dir(tmp_path, files):
+    for name, content in files.items():
+        if not isinstance(content, str):
+            content = json.dumps(content, indent=2)
+        (tmp_path / name).write_text(content)
+    return tmp_path
+
+
+def rule_hits(tmp_path, files, rule_id, **options):
+    d = setup_dir(tmp_path, files)
+    result = lint.run([str(d)], options=rules.Options(**options))
+    assert not result.unusable, [str(e) for e in result.unusable]
+    return [f for f in result.findings if f.rule == rule_id]
+
+
+def ds(**changes):
+    out = json.loads(json.dumps(DS))
+    for key, value in changes.items():
+        node = out
+        *parents, last = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        if value is None:
+            node.pop(last, None)
+        else:
+            node[last] = value
+    return out
+
+
+CASES = [
+    # rule, flagged setup, passing setup, options
+    ("bf16-unsupported", {"ds.json": ds()}, {"ds.json": ds(**{"bf16": None, "fp16": {"enabled": True, "loss_scale": 0}})}, {"gpu": "V100-32GB"}),
+    ("precision-mismatch",
+     {"ds.json": ds(), "acc.yaml": ACC, "grpo.yaml": "model_name_or_path: m\noutput_dir: o\nbf16: false\nfp16: true\nper_device_train_batch_size: 2\n"},
+     {"ds.json": ds(), "acc.yaml": ACC, "grpo.yaml": "model_name_or_path: m\noutput_dir: o\nbf16: true\nfp16: false\nper_device_train_batch_size: 2\n"}, {}),
+    ("fp16-no-loss-scaling", {"ds.json": ds(**{"bf16": None, "fp16": {"enabled": True, "loss_scale": 1}})},
+     {"ds.json": ds(**{"bf16": None, "fp16": {"enabled": True, "loss_scale": 0}})}, {}),
+    ("batch-arithmetic", {"ds.json": ds(train_batch_size=32), "acc.yaml": ACC}, {"ds.json": ds(), "acc.yaml": ACC}, {}),
+    ("batch-arithmetic", {"ds.json": ds(train_batch_size=32)}, {"ds.json": ds(train_batch_size=16)}, {"gpus": 4}),
+    ("batch-arithmetic",
+     {"ds.json": ds(), "acc.yaml": ACC, "sft.yaml": "model_name_or_path: m\noutput_dir: o\nper_device_train_batch_size: 4\ngradient_accumulation_steps: 2\n"},
+     {"ds.json": ds(), "acc.yaml": ACC, "sft.yaml": "model_name_or_path: m\noutput_dir: o\nper_device_train_batch_size: 2\ngradient_accumulation_steps: 2\n"}, {}),
+    ("batch-arithmetic",
+     {"ds.json": ds(), "run.sh": "#!/bin/bash\ntorchrun --nproc_per_node 8 train.py --deepspeed ds.json\n"},
+     {"ds.json": ds(), "run.sh": "#!/bin/bash\ntorchrun --nproc_per_node 4 train.py --deepspeed ds.json\n"}, {}),
+    ("grpo-batch-divisible",
+     {"acc.yaml": ACC, "ds.json": ds(), "grpo.yaml": "model_name_or_path: m\noutput_dir: o\nper_device_train_batch_size: 2\ngradient_accumulation_steps: 2\nnum_generations: 6\nuse_vllm: false\n"},
+     {"acc.yaml": ACC, "ds.json": ds(), "grpo.yaml": "model_name_or_path: m\noutput_dir: o\nper_device_train_batch_size: 2\ngradient_accumulation_steps: 2\nnum_generations: 8\nuse_vllm: false\n"}, {}),
+    ("auto-without-trainer",
+     {"ds.json": ds(train_batch_size="auto"), "run.sh": "#!/bin/bash\ndeepspeed --num_gpus 4 train.py --deepspeed_config ds.json\n"},
+     {"ds.json": ds(train_batch_size="auto"), "run.sh": "#!/bin/bash\ndeepspeed --num_gpus 4 train.py --deepspeed ds.json\n"}, {}),
+    ("auto-batch-zero3-llamafactory",
+     {"ds.json": ds(train_batch_size="auto", **{"zero_optimization.stage": 3}), "lf.yaml": "model_name_or_path: m\nstage: sft\ndo_train: true\nfinetuning_type: lora\ndataset: d\ntemplate: qwen\noutput_dir: o\ndeepspeed: ds.json\n"},
+     {"ds.json": ds(train_batch_size="auto", **{"zero_optimization.stage": 2}), "lf.yaml": "model_name_or_path: m\nstage: sft\ndo_train: true\nfinetuning_type: lora\ndataset: d\ntemplate: qwen\noutput_dir: o\ndeepspeed: ds.json\n"}, {}),
+    ("stage-ignored-key", {"ds.json": ds(**{"zero_optimization.offload_param": {"device": "cpu"}})},
+     {"ds.json": ds(**{"zero_optimization.stage": 3, "zero_optimization.offload_param": {"device": "cpu"}})}, {}),
+    ("stage-ignored-key", {"ds.json": ds(**{"zero_optimization.stage3_max_live_parameters": 1000})},
+     {"ds.json": ds(**{"zero_optimization.stage": 3, "zero_optimization.stage3_max_live_parameters": 1000})}, {}),
+    ("offload-optimizer-type",
+     {"ds.json": ds(**{"zero_optimization.offload_optimizer": {"device": "cpu"}, "optimizer": {"type": "Lamb", "params": {"lr": 0.001}}})},
+     {"ds.json": ds(**{"zero_optimization.offload_optimizer": {"device": "cpu"}, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}}})}, {}),
+    ("optimizer-max-grad-norm",
+     {"ds.json": ds(**{"optimizer": {"type": "AdamW", "params": {"lr": 0.001, "max_grad_norm": 1.0}}})},
+     {"ds.json": ds(**{"optimizer": {"type": "AdamW", "params": {"lr": 0.001}}, "gradient_clipping": 1.0})}, {}),
+    ("processes-vs-devices",
+     {"ds.json": ds(), "acc.yaml": ACC, "run.sh": "#!/bin/bash\nCUDA_VISIBLE_DEVICES=0,1 accelerate launch --config_file acc.yaml train.py\n"},
+     {"ds.json": ds(), "acc.yaml": ACC, "run.sh": "#!/bin/bash\nCUDA_VISIBLE_DEVICES=0,1,2,3 accelerate launch --config_file acc.yaml train.py\n"}, {}),
+    ("vllm-gpu-overlap",
+     {"ds.json": ds(), "acc.yaml": ACC, "run.sh": "#!/bin/bash\nCUDA_VISIBLE_DEVICES=0,1,2,3 trl vllm-serve --model m &\nCUDA_VISIBLE_DEVICES=3,4,5,6 accelerate launch --config_file acc.yaml -m trl.scripts.grpo\n"},
+     {"ds.json": ds(), "acc.yaml": ACC, "run.sh": "#!/bin/bash\nCUDA_VISIBLE_DEVICES=0,1,2,3 trl vllm-serve --model m &\nCUDA_VISIBLE_DEVICES=4,5,6,7 accelerate launch --config_file acc.yaml -m trl.scripts.grpo\n"}, {}),
+    ("vllm-gpu-overlap",
+     {"run.sh": "#!/bin/bash\ntrl vllm-serve --model m &\naccelerate launch --num_processes 8 -m trl.scripts.grpo\n"},
+     {"run.sh": "#!/bin/bash\nCUDA_VISIBLE_DEVICES=0 trl vllm-serve --model m &\nCUDA_VISIBLE_DEVICES=1,2,3,4,5,6,7 accelerate launch --num_processes 7 -m trl.scripts.grpo\n"}, {}),
+    ("zero3-loading",
+     {"ds.json": ds(**{"zero_optimization.stage": 3}), "run.sh": "#!/bin/bash\ntorchrun --nproc_per_node 4 finetune.py --deepspeed ds.json --low_cpu_mem_usage True\n"},
+     {"ds.json": ds(**{"zero_optimization.stage": 2}), "run.sh": "#!/bin/bash\ntorchrun --nproc_per_node 4 finetune.py --deepspeed ds.json --low_cpu_mem_usage True\n"}, {}),
+]
+
+
+@pytest.mark.parametrize("rule_id, bad, good, options", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_rule_flags_bad_and_passes_good(tmp_path, rule_id, bad, good, options):
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "good").mkdir()
+    hits = rule_hits(tmp_path / "bad", bad, rule_id, **options)
+    assert hits, f"{rule_id} did not flag"
+    assert all(h.line >= 1 and h.column >= 1 for h in hits)
+    assert rule_hits(tmp_path / "good", good, rule_id, **options) == []
+
+
+def test_bf16_is_fine_on_a_gpu_with_bf16(tmp_path):
+    assert rule_hits(tmp_path, {"ds.json": ds()}, "bf16-unsupported", gpu="A100-80GB") == []
+    assert rule_hits(tmp_path, {"ds.json": ds()}, "bf16-unsupported", gpu="T4")
+
+
+def test_every_rule_has_doc_and_a_test():
+    tested = {c[0] for c in CASES}
+    for r in rules.all_rules().values():
+        assert len(r.doc) > 80, r.id
+        if r.check is not None and r.id != "memory-fit":
+            assert r.id in tested, f"{r.id} has no flag/pass test"
+
+
+def test_explain(run_cli):
+    code, out, _ = run_cli("lint", "--explain", "vllm-gpu-overlap")
+    assert code == 0 and "gpu_memory_utilization" in out
+    code, _, err = run_cli("lint", "--explain", "vllm-gpu-overlp")
+    assert code == 2 and "did you mean 'vllm-gpu-overlap'" in err
+
+
+def test_referenced_file_outside_targets_joins_the_setup(tmp_path, run_cli):
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "ds.json").write_text(json.dumps(ds(train_batch_size=32)))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "acc.yaml").write_text(ACC.replace("ds.json", "../cfg/ds.json"))
+    code, out, _ = run_cli("lint", str(tmp_path / "run" / "acc.yaml"))
+    assert code == 1 and "batch-arithmetic" in out and "cfg/ds.json" in out
+
+
+def test_github_format(tmp_path, run_cli):
+    setup_dir(tmp_path, {"ds.json": ds(train_batch_size=32), "acc.yaml": ACC})
+    code, out, _ = run_cli("lint", "--format", "github", str(tmp_path))
+    assert code == 1
+    line = out.strip().splitlines()[0]
+    assert line.startswith(f"::error file={tmp_path}/ds.json,line=2,col=3,title=batch-arithmetic::")
+
+
+def test_sarif_format(tmp_path, run_cli):
+    setup_dir(tmp_path, {"ds.json": ds(train_batch_size=32), "acc.yaml": ACC})
+    code, out, _ = run_cli("lint", "--format", "sarif", str(tmp_path))
+    doc = json.loads(out)
+    assert code == 1 and doc["version"] == "2.1.0"
+    [res] = doc["runs"][0]["results"]
+    assert res["ruleId"] == "batch-arithmetic"
+    assert res["locations"][0]["physicalLocation"]["region"] == {"startLine": 2, "startColumn": 3}
+    assert [r["id"] for r in doc["runs"][0]["tool"]["driver"]["rules"]] == ["batch-arithmetic"]

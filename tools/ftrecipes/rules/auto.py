@@ -1,0 +1,54 @@
+"""Where "auto" may appear in a DeepSpeed config."""
+
+from . import ERROR, rule
+from .facts import ds_configs, hf_trainer_present, plain_deepspeed_launch, zero_stage
+
+# Top-level keys whose "auto" only the HF/accelerate integration replaces; DeepSpeed
+# itself raises a TypeError on them. (Inside its pydantic sections DeepSpeed drops
+# "auto" and keeps the default, so those are harmless.)
+FILLED_BY_TRAINER = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping")
+
+
+def _autos(node, path=()):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _autos(v, path + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _autos(v, path + (i,))
+    elif node == "auto":
+        yield path
+
+
+@rule("auto-without-trainer", ERROR, '"auto" in a DeepSpeed config that no trainer fills')
+def auto_without_trainer(setup):
+    """
+    "auto" is a placeholder the HF Trainer / accelerate integration replaces with its own
+    values before DeepSpeed sees the config (accelerate#1644). Launched with the plain
+    `deepspeed` launcher or by a program that passes the file to `deepspeed.initialize`
+    itself, "auto" reaches DeepSpeed, which fails on batch sizes, gradient clipping and
+    optimizer/scheduler parameters. Reported only when the setup shows such a launch.
+    """
+    if hf_trainer_present(setup):
+        return
+    launch = plain_deepspeed_launch(setup)
+    if launch is None:
+        return
+    for ds in ds_configs(setup):
+        for path in _autos(ds.data):
+            if path[0] in FILLED_BY_TRAINER or path[0] in ("optimizer", "scheduler"):
+                yield ds, path, f'"auto" at {".".join(map(str, path))} but {launch[0].path} launches without an HF Trainer to fill it'
+
+
+@rule("auto-batch-zero3-llamafactory", ERROR, 'train_batch_size "auto" under ZeRO-3 with LLaMA-Factory')
+def auto_batch_zero3_lf(setup):
+    """
+    Under ZeRO-3, LLaMA-Factory builds the model inside `deepspeed.zero.Init` before the
+    process group exists, so DeepSpeed computes "auto" batch values with world size 1 and
+    then fails its batch assertion on more than one GPU. Write the numbers out.
+    """
+    if not setup.of("llamafactory"):
+        return
+    for ds in ds_configs(setup):
+        if zero_stage(ds) == 3 and ds.data.get("train_batch_size") == "auto":
+            yield ds, ("train_batch_size",), 'train_batch_size "auto" under ZeRO-3 with LLaMA-Factory fails at model load; write micro x accumulation x world size'

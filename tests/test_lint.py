@@ -95,3 +95,22 @@ def test_directory_walk_skips_non_configs(run_cli, tmp_path):
     write(tmp_path / "cfg", "notes.yaml", "title: hello\n")
     code, out, _ = run_cli("lint", str(tmp_path))
     assert code == 0, out
+
+
+def test_skip_unknown_for_pre_commit(run_cli, tmp_path):
+    other = write(tmp_path, "package.json", '{"name": "x"}')
+    bad = write(tmp_path, "ds.json", GOOD_DS.replace('"stage": 2', '"stage": 7'))
+    assert run_cli("lint", "--skip-unknown", other)[0] == 0
+    code, out, _ = run_cli("lint", "--skip-unknown", other, bad)
+    assert code == 1 and "stage" in out
+    assert run_cli("lint", other)[0] == 2  # without the flag a non-config is unusable input
+
+
+def test_pre_commit_hook_definition():
+    import yaml
+
+    from conftest import ROOT
+
+    [hook] = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert hook["id"] == "ftrecipes-lint" and hook["entry"].startswith("ftrecipes lint")
+    assert hook["language"] == "python"

@@ -136,7 +136,7 @@ def _cmd_lint(args):
         name, version = item.split("=", 1)
         versions[name.strip().lower()] = version.strip()
     options = rules.Options(gpu=args.gpu, gpus=args.gpus, host_ram_gib=args.host_ram, framework_versions=versions)
-    result = lint.run(args.paths, kind=args.kind, options=options, ignore=args.ignore)
+    result = lint.run(args.paths, kind=args.kind, options=options, ignore=args.ignore, skip_unknown=args.skip_unknown)
     report.FORMATTERS[args.format](result, sys.stdout)
     if result.unusable:
         return 2
@@ -176,6 +176,7 @@ def build_parser():
     p.add_argument("--host-ram", type=float, metavar="GIB", help="host RAM per node in GiB, for pinned-offload checks")
     p.add_argument("--framework-version", action="append", default=[], metavar="NAME=VER", help="check keys against this framework version")
     p.add_argument("--ignore", action="append", default=[], metavar="GLOB", help="skip files/folders matching (repeatable)")
+    p.add_argument("--skip-unknown", action="store_true", help="skip named files that are not configs lint knows (for pre-commit)")
     p.add_argument("--explain", metavar="RULE", help="print a rule's documentation")
     p.add_argument("--list-rules", action="store_true", help="list every rule")
     p.set_defaults(func=_cmd_lint)

@@ -172,7 +172,7 @@ def _groups(configs):
     return list(groups.values())
 
 
-def run(targets, kind=None, options=None, ignore=()):
+def run(targets, kind=None, options=None, ignore=(), skip_unknown=False):
     result = Result()
     options = options or rules.Options()
     configs = []
@@ -196,13 +196,13 @@ def run(targets, kind=None, options=None, ignore=()):
             add(ref, False)
 
     for path, explicit in discover(targets, ignore):
-        add(path, explicit, kind)
+        add(path, explicit and not skip_unknown, kind)
     for cfg in configs:
         result.checked.append((cfg.path, cfg.kind))
         result.findings.extend(check_config(cfg))
     for group in _groups(configs):
         result.findings.extend(rules.run(rules.Setup(group, options)))
-    if not result.checked and not result.unusable:
+    if not result.checked and not result.unusable and not skip_unknown:
         where = ", ".join(str(t) for t in targets)
         result.unusable.append(UserError(f"no configs found in {where}"))
     result.findings = sorted({f.sort_key(): f for f in result.findings}.values(), key=Finding.sort_key)

@@ -12,6 +12,8 @@ CLI (from the repo root)::
     PYTHONPATH=tools python -m ftrecipes.devenv path trl       # python path, no install
     PYTHONPATH=tools python -m ftrecipes.devenv env trl        # export lines for a shell
     PYTHONPATH=tools python -m ftrecipes.devenv run trl -- torchrun --nproc_per_node 2 x.py
+    PYTHONPATH=tools python -m ftrecipes.devenv info trl       # timings and size of the build
+    PYTHONPATH=tools python -m ftrecipes.devenv prune          # delete envs with a stale hash
 
 Where: ``$FTRECIPES_ENVS`` (default ``~/.cache/ftrecipes/envs``)/``<stack>-<hash>``, the hash
 covering tests/envs/<stack>/requirements.txt, this module's stack-specific steps and the Python
@@ -71,7 +73,8 @@ _CHECKS = {
                     "from llamafactory.hparams import get_train_args; "
                     "from llamafactory.train.tuner import run_exp; "
                     "assert torch.__version__.startswith('2.13.0')",
-    "openrlhf": "import torch, deepspeed, openrlhf.cli.train_sft, openrlhf.cli.train_dpo; "
+    "openrlhf": "import torch, deepspeed, openrlhf.cli.train_sft, openrlhf.cli.train_dpo, "
+                "openrlhf.utils.deepspeed.deepspeed, openrlhf.trainer; "
                 "assert torch.__version__.startswith('2.13.0')",
 }
 _SHIM_PATHS = {"openrlhf": [REPO / "tests" / "shims" / "openrlhf"]}
@@ -291,6 +294,32 @@ def ensure_env(stack: str, log=sys.stderr) -> Path:
     return env_python(stack)
 
 
+def prune(log=sys.stderr) -> list:
+    """Delete envs of known stacks whose hash is no longer current and that no process is
+    building (their lock can be taken). Returns the removed directories."""
+    import fcntl
+
+    root, removed = envs_root(), []
+    if not root.is_dir():
+        return removed
+    current = {env_dir(s).name for s in STACKS}
+    for d in sorted(root.iterdir()):
+        if not d.is_dir() or d.name in current or d.name.rsplit("-", 1)[0] not in STACKS:
+            continue
+        with open(root / f"{d.name}.lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue
+            shutil.rmtree(d, ignore_errors=True)
+            for extra in (root / f"{d.name}.install.log",):
+                extra.unlink(missing_ok=True)
+        (root / f"{d.name}.lock").unlink(missing_ok=True)
+        removed.append(d)
+        print(f"[devenv] removed stale {d}", file=log)
+    return removed
+
+
 def env_info(stack: str) -> dict | None:
     """The completion marker's content (timings, size) or None."""
     m = env_dir(stack) / MARKER
@@ -311,6 +340,7 @@ def main(argv=None) -> int:
     p.add_argument("stack", choices=STACKS)
     p = sub.add_parser("env", help="print `export` lines of run_env(stack)")
     p.add_argument("stack", choices=STACKS)
+    sub.add_parser("prune", help="delete stale envs (hash no longer current)")
     p = sub.add_parser("run", help="ensure the env, then run a command in it")
     p.add_argument("stack", choices=STACKS)
     p.add_argument("command", nargs=argparse.REMAINDER)
@@ -332,6 +362,8 @@ def main(argv=None) -> int:
         for k, v in sorted(env.items()):
             if os.environ.get(k) != v:
                 print(f"export {k}={shlex.quote(v)}")
+    elif a.cmd == "prune":
+        prune()
     elif a.cmd == "run":
         cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
         if not cmd:

@@ -13,6 +13,9 @@ import sys
 import traceback
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
+# Plugins do `from truth import check`; run as a script this module is __main__, so
+# make both names one module (one CHECKS registry).
+sys.modules.setdefault("truth", sys.modules[__name__])
 CHECKS = {}
 
 

@@ -1,0 +1,68 @@
+"""llama8b-sft-a100x1: the OpenRLHF truth check reports what the recipe says, and can fail.
+
+The positive checks (defaults and OVERRIDES in test_framework_truth.py) run the `openrlhf`
+checker of tests/frameworks/truth_openrlhf.py: DeepSpeed's launcher parser, OpenRLHF 0.11.2's own
+argparse for train_sft, and exact equality of the rendered ds.json with the DeepSpeed config
+OpenRLHF builds from launch.sh's flags. Here: the facts it reads back match the recipe's values,
+and each part rejects what it should (unknown flag, wrong launcher world size, edited ds.json).
+"""
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+from ftrecipes import devenv
+from truth_jobs import jobs_for
+
+pytestmark = pytest.mark.framework
+NAME = "llama8b-sft-a100x1"
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    work = tmp_path_factory.mktemp("openrlhf-truth")
+    _, jobs = jobs_for(NAME, [], work / "defaults")
+    [job] = [j for _, j in jobs if j["check"] == "openrlhf"]
+    typo = dict(job, words=job["words"] + ["--ds.adam_offlaod"])
+    two = dict(job, words=list(job["words"]))
+    two["words"][two["words"].index("--num_gpus") + 1] = "2"
+    edited = json.loads(open(job["ds_json"]).read())
+    del edited["zero_optimization"]["offload_optimizer"]
+    (work / "edited.json").write_text(json.dumps(edited))
+    cases = {"defaults": job, "typo": typo, "world": two, "edited": dict(job, ds_json=str(work / "edited.json"))}
+    (work / "jobs.json").write_text(json.dumps(list(cases.values())))
+    python = devenv.ensure_env("openrlhf")
+    proc = subprocess.run([str(python), str(ROOT / "tests" / "frameworks" / "truth.py"), str(work / "jobs.json"), str(work / "out.json")],
+                          env=devenv.run_env("openrlhf"), capture_output=True, text=True, timeout=900, cwd=work)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return dict(zip(cases, json.loads((work / "out.json").read_text())))
+
+
+def test_parsed_flags_and_config_are_the_recipe(results):
+    res = results["defaults"]
+    assert res["ok"], res["error"]
+    f = res["facts"]
+    assert f["launcher_world_size"] == 1
+    assert (f["zero_stage"], f["adam_offload"], f["param_dtype"], f["gradient_checkpointing"], f["lora_rank"]) == (2, True, "bf16", True, 0)
+    assert (f["micro_batch_size"], f["train_batch_size"], f["accumulated_gradient"]) == (1, 64, 64)
+    assert f["attn_implementation"] == "flash_attention_2" and f["max_len"] == 2048
+    assert f["ds_equal"] is True
+    ds = f["deepspeed"]  # DeepSpeedConfig on OpenRLHF's own config at world size 1
+    assert (ds["world_size"], ds["grad_accum"], ds["zero_stage"], ds["offload_optimizer"], ds["bf16"]) == (1, 64, 2, "cpu", True)
+
+
+def test_unknown_flag_is_rejected_by_openrlhfs_parser(results):
+    res = results["typo"]
+    assert not res["ok"] and "unrecognized arguments: --ds.adam_offlaod" in res["error"], res
+
+
+def test_launcher_world_size_must_match(results):
+    res = results["world"]
+    assert not res["ok"] and "starts 2 process(es)" in res["error"], res
+
+
+def test_edited_ds_json_is_caught(results):
+    res = results["edited"]
+    assert not res["ok"] and "zero_optimization.offload_optimizer: only in OpenRLHF's config" in res["error"], res

@@ -34,6 +34,7 @@ from deepspeed.utils.config import DeepSpeedThroughputTimerConfig  # noqa: E402
 from deepspeed.runtime.tensor_parallel.config import TPTrainingConfig  # noqa: E402
 from deepspeed.inference.config import WeightQuantConfig  # noqa: E402
 
+INT64_MAX = 2**63 - 1
 AUTO = {"const": "auto", "description": "Filled in by the HF Trainer / accelerate integration."}
 AUTO_DEFAULT = {"const": "auto", "description": "Dropped by DeepSpeedConfigModel: the field keeps its default."}
 
@@ -119,7 +120,8 @@ def type_schema(tp, path):
         if tp is bool:
             return {"type": "boolean"}
         if tp is int:
-            return {"type": "integer"}
+            # pydantic-core converts a JSON float (1e30) to int only within int64.
+            return {"type": "integer", "maximum": INT64_MAX}
         if tp is float:
             return {"type": "number"}
         if tp is str or issubclass(tp, os.PathLike) or tp.__name__ in ("Path", "PosixPath"):
@@ -225,6 +227,66 @@ def scheduler_names():
     return names
 
 
+def _when(desc, pattern):
+    """A combination DeepSpeed refuses: {"not": pattern}, whose description lint prints."""
+    return {"description": desc, "not": pattern}
+
+
+def _is(key, value):
+    return {"required": [key], "properties": {key: {"const": value}}}
+
+
+# zero_optimization absent, false, without a stage, or stage 0: ZeRO is off.
+ZERO_OFF = {"anyOf": [
+    {"not": {"required": ["zero_optimization"]}},
+    {"properties": {"zero_optimization": {"anyOf": [{"const": False}, {"type": "object", "not": {"required": ["stage"]}},
+                                                     {"type": "object", "properties": {"stage": {"const": 0}}}]}}},
+]}
+
+
+def cross_checks():
+    """DeepSpeedConfig._do_error_check and the precision models' validators, as schema constraints."""
+    def section(name, inner):
+        return {"required": [name], "properties": {name: inner}}
+
+    return [
+        _when("gradient_allreduce_op 'sum' is not supported with ZeRO stage 3 (DeepSpeedConfig raises).",
+              {"allOf": [_is("gradient_allreduce_op", "sum"), section("zero_optimization", _is("stage", 3))]}),
+        _when("gradient_allreduce_op 'sum' is not supported with DeepCompile (DeepSpeedConfig raises).",
+              {"allOf": [_is("gradient_allreduce_op", "sum"), section("compile", _is("deepcompile", True))]}),
+        _when("gradient_allreduce_op 'sum' is not supported with ZenFlow (DeepSpeedConfig raises).",
+              {"allOf": [_is("gradient_allreduce_op", "sum"), section("zero_optimization", {
+                  "required": ["zenflow"], "properties": {"zenflow": {"type": "object"}}})]}),
+        _when("fp16.fp16_master_weights_and_grads needs ZeRO stage 1, 2 or 3 (DeepSpeedConfig asserts).",
+              {"allOf": [section("fp16", _is("fp16_master_weights_and_grads", True)), ZERO_OFF]}),
+        _when("bf16.bf16_master_weights_and_grads needs ZeRO stage 1, 2 or 3 (DeepSpeedConfig asserts).",
+              {"allOf": [section("bf16", _is("bf16_master_weights_and_grads", True)), ZERO_OFF]}),
+        _when("bf16.bf16_optimizer_states needs ZeRO stage 1, 2 or 3 (DeepSpeedConfig asserts).",
+              {"allOf": [section("bf16", _is("bf16_optimizer_states", True)), ZERO_OFF]}),
+    ]
+
+
+def fp16_checks(fp16):
+    """DeepSpeedFP16Config's validators: loss_scale >= 0; with dynamic scaling, window and floor > 0."""
+    ls = fp16["properties"]["loss_scale"]
+    ls["anyOf"][0]["minimum"] = 0
+    positive = {"not": {"type": "number", "maximum": 0}}
+    fp16["allOf"] = [{
+        "if": {"required": ["enabled"], "properties": {"enabled": {"const": True}, "loss_scale": {"const": 0}}},
+        "then": {"properties": {
+            "loss_scale_window": dict(positive, description="must be > 0 with dynamic loss scaling (loss_scale 0)"),
+            "min_loss_scale": dict(positive, description="must be > 0 with dynamic loss scaling (loss_scale 0)"),
+        }},
+    }]
+    return fp16
+
+
+def bf16_checks(bf16):
+    bf16["allOf"] = [_when("bf16_optimizer_states requires bf16_master_weights_and_grads (DeepSpeedConfig asserts).",
+                           {"allOf": [_is("bf16_optimizer_states", True), {"not": _is("bf16_master_weights_and_grads", True)}]})]
+    return bf16
+
+
 def build():
     zero = model_schema(DeepSpeedZeroConfig, "zero_optimization")
     zero["description"] = "ZeRO optimizer settings (pydantic DeepSpeedZeroConfig, unknown keys are errors)."
@@ -286,8 +348,8 @@ def build():
             "required": ["type"],
             "additionalProperties": False,
         },
-        "fp16": model_schema(DeepSpeedFP16Config, "fp16"),
-        "bf16": model_schema(DeepSpeedBF16Config, "bf16"),
+        "fp16": fp16_checks(model_schema(DeepSpeedFP16Config, "fp16")),
+        "bf16": bf16_checks(model_schema(DeepSpeedBF16Config, "bf16")),
         "bfloat16": dict(model_schema(DeepSpeedBF16Config, "bfloat16"), description="Old spelling of bf16 (read only when bf16 is absent).", deprecated=True),
         "torch_autocast": closed("PyTorch autocast instead of DeepSpeed's fp16/bf16 engines.", {
             "enabled": scalar("boolean", "Enable torch.autocast.", False),
@@ -392,6 +454,10 @@ def build():
         "properties": {"bf16": {"required": ["enabled"], "properties": {"enabled": {"const": True}}},
                        "fp16": {"required": ["enabled"], "properties": {"enabled": {"const": True}}}},
     }
+    schema["allOf"] = cross_checks()
+    # get_bfloat16_config reads "bfloat16" only when "bf16" is absent.
+    schema["dependentSchemas"] = {"bf16": {"properties": {"bfloat16": {
+        "not": {}, "description": "bfloat16 is ignored: DeepSpeed reads the old spelling only when bf16 is absent."}}}}
     return schema
 
 

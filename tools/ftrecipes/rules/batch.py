@@ -9,6 +9,24 @@ def _ds_batch(ds):
     return d.get("train_batch_size"), d.get("train_micro_batch_size_per_gpu"), d.get("gradient_accumulation_steps")
 
 
+def _unfillable(total, micro, accum, world):
+    """With train_batch_size a number and micro/accumulation missing or "auto", DeepSpeed derives
+    the missing ones by integer division (the trainer fills "auto" from its own numbers) and then
+    asserts the product; say why no positive whole numbers can satisfy it, or None."""
+    if not is_number(total) or total <= 0 or all(is_number(x) for x in (micro, accum)):
+        return None
+    known = [(name, v) for name, v in (("micro", micro), ("accumulation", accum)) if is_number(v)]
+    if any((not is_number(v)) and v not in (None, "auto") for v in (micro, accum)) or any(v <= 0 for _, v in known):
+        return None  # a wrong type or a non-positive number is the schema's finding
+    per = world
+    for _, v in known:
+        per *= v
+    if total % per == 0 and total >= per:
+        return None
+    what = " x ".join([f"{name} {v}" for name, v in known] + [f"world size {world}"]) + (f" = {per}" if known else "")
+    return f"train_batch_size {total} is not a multiple of {what}; no whole number fills in the rest"
+
+
 @rule("batch-arithmetic", ERROR, "train_batch_size is not micro x accumulation x world size")
 def batch_arithmetic(setup):
     """
@@ -36,6 +54,10 @@ def batch_arithmetic(setup):
                 f"train_batch_size {total} != micro {micro} x accumulation {accum} x world size {world} "
                 f"({worlds[0].what}) = {micro * accum * world}"
             )
+        if total is None and micro is None:
+            yield ds, (), "neither train_batch_size nor train_micro_batch_size_per_gpu is set; DeepSpeed needs at least one"
+        elif world and _unfillable(total, micro, accum, world):
+            yield ds, ("train_batch_size",), _unfillable(total, micro, accum, world) + f" ({worlds[0].what})"
         for m_fact, a_fact in trainer_batches(setup):
             if m_fact and is_number(micro) and is_number(m_fact.value) and m_fact.value != micro:
                 yield m_fact.cfg, m_fact.path, f"{m_fact.what} {m_fact.value} but {ds.path} has train_micro_batch_size_per_gpu {micro}"

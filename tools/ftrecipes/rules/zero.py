@@ -21,14 +21,14 @@ def stage_ignored(setup):
             continue
         if stage < 3:
             op = z.get("offload_param")
-            if isinstance(op, dict) and op.get("device", "none") not in ("none", None):
+            if isinstance(op, dict) and op.get("device", "none") not in ("none", None, "auto"):
                 yield ds, ("zero_optimization", "offload_param"), f"offload_param is ignored at ZeRO stage {stage}; parameters stay on the GPU (use stage 3)"
             for key in z:
                 if key.startswith("stage3_") and z[key] != "auto":
                     yield ds, ("zero_optimization", key), f"{key} is ignored at ZeRO stage {stage}", WARNING
         if stage == 0:
             oo = z.get("offload_optimizer")
-            if isinstance(oo, dict) and oo.get("device", "none") not in ("none", None):
+            if isinstance(oo, dict) and oo.get("device", "none") not in ("none", None, "auto"):
                 yield ds, ("zero_optimization", "offload_optimizer"), "offload_optimizer is ignored without ZeRO (stage 0)"
 
 

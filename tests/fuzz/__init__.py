@@ -1,0 +1,1 @@
+"""Generators of mutated configs for oracle and robustness tests."""

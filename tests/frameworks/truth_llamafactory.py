@@ -26,20 +26,7 @@ import sys
 import types
 import typing
 
-from truth import check as _check
-
-
-def check(name):
-    """truth.check, also registering in the running truth.py: run as a script it is `__main__`,
-    and `from truth import check` imports a second copy whose CHECKS dict main() never reads."""
-    def register(fn):
-        _check(name)(fn)
-        main = sys.modules.get("__main__")
-        if isinstance(getattr(main, "CHECKS", None), dict):
-            main.CHECKS[name] = fn
-        return fn
-
-    return register
+from truth import check
 
 
 def _free_port():

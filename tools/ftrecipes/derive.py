@@ -19,7 +19,14 @@ def derive(recipe, values, overrides=()):
         raise UserError(f"{recipe.name}: {message}{hint}")
 
     if vllm and nodes > 1:
-        bad("a vLLM server on its own GPUs is rendered for one node only; use nodes=1")
+        # TRL talks to the server from the main process only: a per-node server would idle
+        # on every node but the first, and a server on node 0 alone leaves the nodes with
+        # different process counts, which torchrun and accelerate cannot launch.
+        bad(
+            f"nodes={nodes}: the vLLM server takes GPUs of the training node (vllm_gpus={vllm}), which is "
+            "rendered for one node only; use nodes=1 (the recipe README's 'More nodes' section says "
+            "how to run the server on a node of its own)"
+        )
     if vllm >= per_node:
         bad(f"vllm_gpus={vllm} leaves no GPU to train on (gpus_per_node={per_node})")
     train_per_node = per_node - vllm

@@ -94,7 +94,10 @@ def world_sizes(setup):
     for acc in setup.of("accelerate"):
         n, m = acc.data.get("num_processes"), acc.data.get("num_machines", 1)
         if isinstance(n, int) and isinstance(m, int):
-            out.append(Fact(n * m, acc, ("num_processes",), f"accelerate num_processes {n} x num_machines {m}", m))
+            # num_processes counts every machine's processes (accelerate launches
+            # num_processes // num_machines per machine).
+            what = f"accelerate num_processes {n}" + (f" over num_machines {m}" if m > 1 else "")
+            out.append(Fact(n, acc, ("num_processes",), what, m))
     for cfg, i, cmd in commands(setup):
         kind = launcher_of(cmd)
         if kind == "torchrun":

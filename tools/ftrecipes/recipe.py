@@ -5,7 +5,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths, schemas, sources
+from . import paths, schemas, sources, versions
 from .errors import UserError
 
 
@@ -18,6 +18,16 @@ class RecipeFile:
     executable: bool = False
     when: str | None = None
     description: str = ""
+    variants: tuple = ()  # ({"versions": {framework: range}, "template": name}, ...): first match wins
+
+    def template_for(self, framework_versions):
+        """The template to render at these framework versions: the first variant whose ranges
+        all contain the version in use, else the file's own template."""
+        for variant in self.variants:
+            ranges = variant["versions"]
+            if all(fw in framework_versions and versions.in_range(framework_versions[fw], r) for fw, r in ranges.items()):
+                return variant["template"]
+        return self.template
 
 
 @dataclass(frozen=True)
@@ -65,6 +75,40 @@ class Recipe:
     def label(self):
         return f"{self.name}@{self.version}"
 
+    @property
+    def supported_versions(self):
+        """{framework: [range, ...]} from framework.supported_versions (a string or a list)."""
+        out = {}
+        for fw, ranges in self.meta["framework"].get("supported_versions", {}).items():
+            out[fw] = [ranges] if isinstance(ranges, str) else list(ranges)
+        return out
+
+    def framework_versions(self, values):
+        """{framework: version} the rendered files target: the value `<framework>_version`
+        when the recipe has one, else the version in tested_with."""
+        out = {}
+        names = set(self.supported_versions) | set(self.meta.get("tested_with", {}))
+        for fw in sorted(names):
+            v = values.get(f"{fw}_version", self.meta.get("tested_with", {}).get(fw))
+            if v is not None:
+                out[fw] = str(v)
+        return out
+
+    def check_versions(self, values):
+        """UserError (one line) when a targeted framework version is outside the supported ranges."""
+        targeted = self.framework_versions(values)
+        for fw, ranges in self.supported_versions.items():
+            v = targeted.get(fw)
+            if v is None:
+                continue
+            try:
+                ok = versions.in_range(v, ranges)
+            except ValueError as exc:
+                raise UserError(f"{self.name}: {fw} version: {exc}") from None
+            if not ok:
+                raise UserError(f"{self.name}: {fw} {v} is not supported; supported {fw} versions: {' | '.join(ranges)}")
+        return targeted
+
 
 def names():
     root = paths.recipes_dir()
@@ -103,7 +147,14 @@ def load_dir(directory):
     if meta["name"] != directory.name:
         line, col = doc.where(("name",))
         raise UserError(f"name '{meta['name']}' differs from the folder name '{directory.name}'", path=path, line=line, column=col)
-    files = tuple(RecipeFile(**f) for f in meta["files"])
+    files = tuple(RecipeFile(**dict(f, variants=tuple(f.get("variants", ())))) for f in meta["files"])
+    for fw, ranges in Recipe(meta["name"], directory, meta, doc, files).supported_versions.items():
+        for r in ranges:
+            try:
+                versions.specifier(r)
+            except ValueError as exc:
+                line, col = doc.where(("framework", "supported_versions", fw))
+                raise UserError(f"framework.supported_versions.{fw}: {exc}", path=path, line=line, column=col) from None
     return Recipe(name=meta["name"], dir=directory, meta=meta, doc=doc, files=files)
 
 

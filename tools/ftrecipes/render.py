@@ -6,9 +6,10 @@ from pathlib import Path
 
 import jinja2
 
-from . import derive, formats, launch, paths, schemas, sources
+from . import derive, formats, launch, paths, schemas, sources, versions
 from . import values as values_mod
 from .errors import UserError
+from .findings import Finding
 
 
 def _search_path(template_dir):
@@ -37,7 +38,17 @@ def _environment(template_dir, fmt_name):
     )
     env.filters["json"] = formats.json_document
     env.filters["shell_words"] = lambda items: formats.Raw(" ".join(fmt.emit(i) for i in items))
+    # {% if version_in("openrlhf", ">=0.9.2") %}: branch on the framework version the file targets.
+    env.globals["version_in"] = _version_in
     return env
+
+
+@jinja2.pass_context
+def _version_in(ctx, framework, spec):
+    targeted = ctx.get("framework_versions", {})
+    if framework not in targeted:
+        raise ValueError(f"version_in: no version of {framework} is known for this recipe")
+    return versions.in_range(targeted[framework], spec)
 
 
 def _header(recipe, overrides, fmt):
@@ -54,26 +65,31 @@ def _describe(value):
         return value
     if isinstance(value, bool):
         return "true" if value else "false"
-    return json.dumps(value, ensure_ascii=False)
+    # JSON with YAML's other line breaks (NEL, U+2028/9) escaped too: a raw one would end the
+    # comment and turn the rest of the value into YAML content.
+    return formats._yaml_quoted(value)
 
 
 def _normalise(text):
     # Stable bytes whatever the template's whitespace habits: no trailing spaces,
     # exactly one newline at the end.
-    body = "\n".join(line.rstrip() for line in text.splitlines()).strip("\n")
+    # Only "\n" is a line end and only ASCII blanks are trimmed: str.splitlines()/rstrip() would
+    # also cut at \x1e, \x85 or U+2028 inside a quoted value and change it.
+    body = "\n".join(line.rstrip(" \t\r") for line in text.split("\n")).strip("\n")
     return body + "\n"
 
 
 def render_file(recipe, rfile, context, overrides=None):
     fmt = formats.get(rfile.format)
     env = _environment(str(recipe.dir / "templates"), fmt.name)
+    template = rfile.template_for(context.get("framework_versions", {}))
     try:
-        text = env.get_template(rfile.template).render(context)
+        text = env.get_template(template).render(context)
     except jinja2.UndefinedError as exc:
-        raise UserError(f"template uses an undefined value: {exc.message}", path=recipe.dir / "templates" / rfile.template) from None
+        raise UserError(f"template uses an undefined value: {exc.message}", path=recipe.dir / "templates" / template) from None
     except jinja2.TemplateError as exc:
         line = getattr(exc, "lineno", None)
-        raise UserError(f"template error: {exc}", path=recipe.dir / "templates" / rfile.template, line=line) from None
+        raise UserError(f"template error: {exc}", path=recipe.dir / "templates" / template, line=line) from None
     except ValueError as exc:
         raise UserError(f"cannot write a value into {rfile.name}: {exc}") from None
     text = _normalise(text)
@@ -86,8 +102,12 @@ def render_file(recipe, rfile, context, overrides=None):
     return text
 
 
-def check_output(rfile, text, label):
-    """Parse a rendered file and validate it against its format's schema; findings list."""
+def check_output(rfile, text, label, framework_versions=None):
+    """Parse a rendered file and validate it against its format's schema; findings list.
+
+    With framework_versions, keys are also checked against schemas/versions.json at those
+    versions, and keys the schema (generated from another version) cannot judge are left to it.
+    """
     fmt = formats.get(rfile.format)
     path = f"{label}/{rfile.name}"
     if fmt.syntax in ("json", "yaml"):
@@ -100,7 +120,17 @@ def check_output(rfile, text, label):
         return []
     if fmt.schema is None:
         return []
-    return schemas.check(doc, schemas.load_schema(fmt.schema), fmt.unknown_note)
+    schema = schemas.load_schema(fmt.schema)
+    fv = framework_versions or {}
+    hidden = versions.judged_elsewhere(doc.data, fmt.name, fv, schema)
+    problems = []
+    for key, severity, message in versions.key_problems(doc.data, fmt.name, fv):
+        if severity == "error":
+            line, col = doc.where((key,))
+            problems.append(Finding(str(doc.path), line, col, "framework-version", severity, message))
+    if hidden:
+        doc.data = {k: v for k, v in doc.data.items() if k not in hidden}
+    return problems + schemas.check(doc, schema, fmt.unknown_note)
 
 
 def render(recipe, overrides=None, only=None, check=True):
@@ -112,7 +142,9 @@ def render(recipe, overrides=None, only=None, check=True):
     """
     overrides = overrides or {}
     resolved = values_mod.resolve(recipe, overrides)
+    framework_versions = recipe.check_versions(resolved)
     context = derive.derive(recipe, resolved, [f"{k}={v}" for k, v in overrides.items()])
+    context["framework_versions"] = framework_versions
     selected = [recipe.file(only)] if only else list(recipe.files)
     out = []
     for rfile in selected:
@@ -122,7 +154,7 @@ def render(recipe, overrides=None, only=None, check=True):
             continue
         text = render_file(recipe, rfile, context, overrides)
         if check:
-            problems = check_output(rfile, text, recipe.name)
+            problems = check_output(rfile, text, recipe.name, framework_versions)
             if problems:
                 p = problems[0]
                 what = "with these --set values" if overrides else "(a recipe bug)"

@@ -1,0 +1,303 @@
+"""Framework versions: a small PEP 440 subset, version ranges, and the key-history table.
+
+No `packaging` dependency (the base install is jinja2, pyyaml, jsonschema). Supported:
+release numbers of any length (``0.8.10``, ``5``), pre-releases ``a``/``b``/``rc``, ``.postN``,
+``.devN``, a local part ``+cpu`` (ignored when comparing), and specifiers
+``==``, ``!=``, ``>=``, ``<=``, ``>``, ``<``, ``~=`` and ``==X.*`` / ``!=X.*``, joined with commas
+(all must hold). Pre-releases are ordered before their release as PEP 440 says, but a range
+such as ``>=0.9`` accepts them (simpler than PEP 440's opt-in; fine for ranges we write).
+
+schemas/versions.json (validated by schemas/versions.schema.json) records, per framework, at
+which version a key was renamed, removed or deprecated. ``history(framework)`` answers
+"which spelling is right at version V" for render (template selection) and lint (the
+``framework-version`` rule).
+"""
+
+import functools
+import json
+import re
+from dataclasses import dataclass
+
+from . import paths, schemas
+from .errors import UserError
+
+_VERSION = re.compile(
+    r"^\s*v?(?P<release>\d+(?:\.\d+)*)"
+    r"(?:[-_.]?(?P<pre>a|b|rc|alpha|beta|c)[-_.]?(?P<pre_n>\d*))?"
+    r"(?:[-_.]?post[-_.]?(?P<post>\d*))?"
+    r"(?:[-_.]?dev[-_.]?(?P<dev>\d*))?"
+    r"(?:\+[A-Za-z0-9.]+)?\s*$",
+    re.IGNORECASE,
+)
+_PRE = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2}
+_CLAUSE = re.compile(r"^\s*(~=|==|!=|>=|<=|>|<)\s*([^\s,]+)\s*$")
+
+
+@functools.total_ordering
+@dataclass(frozen=True)
+class Version:
+    text: str
+    key: tuple
+
+    def __lt__(self, other):
+        return self.key < other.key
+
+    def __eq__(self, other):
+        return isinstance(other, Version) and self.key == other.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __str__(self):
+        return self.text
+
+    @property
+    def release(self):
+        return self.key[0]
+
+
+def parse(text):
+    """A Version, or ValueError for text outside the supported PEP 440 subset."""
+    m = _VERSION.match(str(text))
+    if not m:
+        raise ValueError(f"'{text}' is not a version (expected e.g. 0.8.5, 5.0, 1.2rc1, 0.9.1.post1)")
+    release = tuple(int(x) for x in m["release"].split("."))
+    while len(release) > 1 and release[-1] == 0:
+        release = release[:-1]  # 5.0 == 5.0.0 == 5
+    inf = float("inf")
+    pre = (_PRE[m["pre"].lower()], int(m["pre_n"] or 0)) if m["pre"] else (inf, 0)
+    post = int(m["post"] or 0) if m["post"] is not None else -1
+    dev = int(m["dev"] or 0) if m["dev"] is not None else inf
+    if m["dev"] is not None and not m["pre"] and m["post"] is None:
+        pre = (-1, 0)  # 1.0.dev1 sorts before 1.0a1
+    return Version(str(text).strip(), (release, pre, post, dev))
+
+
+def _release_only(text):
+    return tuple(int(x) for x in text.split("."))
+
+
+class Specifier:
+    """Comma-joined clauses (``>=0.8.10,<0.9.2``); ``contains(version)`` when all hold."""
+
+    def __init__(self, text):
+        self.text = str(text).strip()
+        self.clauses = []
+        if not self.text:
+            raise ValueError("empty version range")
+        for part in self.text.split(","):
+            m = _CLAUSE.match(part)
+            if not m:
+                raise ValueError(f"'{part.strip()}' in '{self.text}' is not a version clause (e.g. >=0.10.2, <5, ==0.11.*)")
+            op, ver = m.groups()
+            if ver.endswith(".*"):
+                if op not in ("==", "!="):
+                    raise ValueError(f"'{part.strip()}': a .* suffix works with == and != only")
+                _release_only(ver[:-2])  # validates the prefix
+            else:
+                parse(ver)
+                if op == "~=" and "." not in ver:
+                    raise ValueError(f"'{part.strip()}': ~= needs at least two release numbers")
+            self.clauses.append((op, ver))
+
+    def __str__(self):
+        return self.text
+
+    def contains(self, version):
+        v = version if isinstance(version, Version) else parse(version)
+        return all(_holds(op, ver, v) for op, ver in self.clauses)
+
+
+def _holds(op, ver, v):
+    if ver.endswith(".*"):
+        prefix = _release_only(ver[:-2])
+        padded = v.release + (0,) * max(0, len(prefix) - len(v.release))
+        match = padded[: len(prefix)] == prefix
+        return match if op == "==" else not match
+    w = parse(ver)
+    if op == "~=":
+        prefix = _release_only(_VERSION.match(ver)["release"])[:-1]  # ~=0.9.2 means >=0.9.2,==0.9.*
+        padded = v.release + (0,) * max(0, len(prefix) - len(v.release))
+        return v >= w and padded[: len(prefix)] == prefix
+    return {"==": v == w, "!=": v != w, ">=": v >= w, "<=": v <= w, ">": v > w, "<": v < w}[op]
+
+
+@functools.lru_cache(maxsize=None)
+def specifier(text):
+    return Specifier(text)
+
+
+def in_range(version, ranges):
+    """True when version is in one of the ranges (a specifier string or a list of them)."""
+    if isinstance(ranges, str):
+        ranges = [ranges]
+    v = parse(version)
+    return any(specifier(r).contains(v) for r in ranges)
+
+
+# ------------------------------------------------------------------------------------------
+# The key-history table (schemas/versions.json)
+# ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Change:
+    version: Version
+    kind: str  # renamed | removed | deprecated
+    key: str
+    replacement: str  # the new key (renamed, deprecated) or a hint (removed)
+
+
+@dataclass(frozen=True)
+class History:
+    framework: str
+    formats: tuple  # file formats whose keys this framework's history applies to
+    prefix: str  # how a key is written in messages ("--" for command-line flags)
+    changes: tuple
+    note: str = ""
+
+    def tracked(self):
+        """Every key the table mentions (old and new names)."""
+        out = set()
+        for c in self.changes:
+            out.add(c.key)
+            if c.kind in ("renamed", "deprecated"):
+                out.add(c.replacement)
+        return out
+
+    def introduced(self, key):
+        """Version at which key appeared as the new name of a rename (or the replacement of a
+        deprecated key), or None (always there, as far as the table knows)."""
+        found = [c.version for c in self.changes if c.kind in ("renamed", "deprecated") and c.replacement == key]
+        return min(found) if found else None
+
+    def retired(self, key):
+        """The rename/removal that retired key, or None."""
+        found = [c for c in self.changes if c.kind in ("renamed", "removed") and c.key == key]
+        return min(found, key=lambda c: c.version) if found else None
+
+    def spelled_at(self, key, version):
+        """The name key had (or has) at version, following renames both ways; None if removed."""
+        v = parse(version) if not isinstance(version, Version) else version
+        seen = set()
+        while key not in seen:
+            seen.add(key)
+            start = self.introduced(key)
+            if start is not None and v < start:
+                older = [c for c in self.changes if c.kind in ("renamed", "deprecated") and c.replacement == key and c.version == start]
+                key = older[0].key
+                continue
+            end = self.retired(key)
+            if end is not None and v >= end.version:
+                if end.kind == "removed":
+                    return None
+                key = end.replacement
+                continue
+            return key
+        return key
+
+    def problems(self, key, version):
+        """[(severity, message)] for key used with the framework at version."""
+        v = parse(version) if not isinstance(version, Version) else version
+        p, out = self.prefix, []
+        fw = self.framework
+        start = self.introduced(key)
+        if start is not None and v < start:
+            right = self.spelled_at(key, v)
+            then = f"; {fw} {v} spells it {p}{right}" if right else ""
+            out.append(("error", f"{p}{key} exists from {fw} {start} on{then}"))
+            return out
+        end = self.retired(key)
+        if end is not None and v >= end.version:
+            if end.kind == "removed":
+                out.append(("error", f"{p}{key} was removed in {fw} {end.version}: {end.replacement}"))
+            else:
+                now = self.spelled_at(end.replacement, v)
+                later = f" (in {fw} {v}: {p}{now})" if now and now != end.replacement else ""
+                out.append(("error", f"{p}{key} was replaced by {p}{end.replacement} in {fw} {end.version}{later}"))
+            return out
+        for c in self.changes:
+            if c.kind == "deprecated" and c.key == key and v >= c.version:
+                out.append(("warning", f"{p}{key} is deprecated since {fw} {c.version}; use {p}{c.replacement}"))
+        return out
+
+
+@functools.lru_cache(maxsize=1)
+def table():
+    path = paths.schemas_dir() / "versions.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot load the version table: {exc}", path=path) from None
+    problems = schemas.validator(schemas.load_schema("versions.schema.json")).iter_errors(data)
+    first = next(iter(problems), None)
+    if first is not None:
+        raise UserError(f"version table: {first.message}", path=path)
+    out = {}
+    for name, fw in data["frameworks"].items():
+        changes = []
+        for entry in fw["changes"]:
+            v = parse(entry["version"])
+            for kind in ("renamed", "removed", "deprecated"):
+                for key, repl in entry.get(kind, {}).items():
+                    changes.append(Change(v, kind, key, repl))
+        out[name] = History(name, tuple(fw.get("formats", ())), fw.get("key_prefix", ""), tuple(changes), fw.get("note", ""))
+    return out
+
+
+def history(framework):
+    return table().get(framework)
+
+
+def for_format(fmt):
+    """Histories that apply to a file format (e.g. trl -> transformers, trl)."""
+    return [h for h in table().values() if fmt in h.formats]
+
+
+def schema_version(schema, framework):
+    """The framework version a format schema was generated from (its x-framework), or None."""
+    xf = schema.get("x-framework") if isinstance(schema, dict) else None
+    if not isinstance(xf, dict):
+        return None
+    if xf.get("name") == framework:
+        return xf.get("version")
+    return xf.get(framework)
+
+
+def judged_elsewhere(data, fmt, framework_versions, schema):
+    """Top-level keys the format schema cannot judge at the user's framework version.
+
+    A key the history tracks, valid at the version the user runs, but spelled differently
+    at the version the schema describes (``--zero_stage`` for OpenRLHF 0.8.5 against the
+    0.11.2 schema): the schema would call it removed or unknown, so it is left to the
+    history (rule framework-version) instead.
+    """
+    hidden = set()
+    if not isinstance(data, dict):
+        return hidden
+    for h in for_format(fmt):
+        version = framework_versions.get(h.framework)
+        if version is None:
+            continue
+        tracked = h.tracked()
+        at_schema = schema_version(schema, h.framework)
+        for key in data:
+            if key not in tracked or h.problems(key, version):
+                continue
+            if at_schema is None or h.spelled_at(key, at_schema) != key:
+                hidden.add(key)
+    return hidden
+
+
+def key_problems(data, fmt, framework_versions):
+    """[(key, severity, message)] for the top-level keys of a document of format fmt."""
+    out = []
+    if not isinstance(data, dict):
+        return out
+    for h in for_format(fmt):
+        version = framework_versions.get(h.framework)
+        if version is None:
+            continue
+        tracked = h.tracked()
+        for key in data:
+            if key in tracked:
+                out.extend((key, sev, msg) for sev, msg in h.problems(key, version))
+    return out

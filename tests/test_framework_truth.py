@@ -15,9 +15,9 @@ pytestmark = pytest.mark.framework
 OVERRIDES = {
     "qwen7b-lora-h100x8": [["micro_batch_size=2", "grad_accum=8"], ["seq_len=4096", "max_completion_length=2048"], ["num_generations=16", "lora_rank=64", "lora_alpha=128"]],
     "llama8b-sft-a100x1": [["micro_batch_size=2", "grad_accum=16", "seq_len=4096"], ["gpus_per_node=8", "grad_accum=8", "zero_stage=3"], ["offload_optimizer=none", "gradient_checkpointing=false"]],
-    "qwen7b-dpo-v100x8": [["gpus_per_node=4", "grad_accum=8"], ["seq_len=1024", "lora_rank=16", "lora_alpha=32", "beta=0.05"], ["precision=fp32", "expandable_segments=false"]],
-    "qwen7b-lora-zero2-a100x2": [["seq_len=4096", "micro_batch_size=1", "grad_accum=16"], ["gpus_per_node=8", "grad_accum=2"], ["lora_rank=16", "lora_alpha=32", "lora_target=c_attn,c_proj"]],
-    "minicpmv-full-a100-40gx2": [["seq_len=4096", "max_slice_nums=4"], ["gpus_per_node=4", "grad_accum=2"], ["llm_type=qwen2", "learning_rate=2e-6", "pin_memory=false"]],
+    "qwen7b-dpo-v100x8": [["gpus_per_node=4", "grad_accum=8"], ["seq_len=1024", "lora_rank=16", "lora_alpha=32", "beta=0.05"], ["precision=fp32", "expandable_segments=false"], ["nodes=2", "grad_accum=2"]],
+    "qwen7b-lora-zero2-a100x2": [["seq_len=4096", "micro_batch_size=1", "grad_accum=16"], ["gpus_per_node=8", "grad_accum=2"], ["lora_rank=16", "lora_alpha=32", "lora_target=c_attn,c_proj"], ["nodes=2", "gpus_per_node=8"]],
+    "minicpmv-full-a100-40gx2": [["seq_len=4096", "max_slice_nums=4"], ["gpus_per_node=4", "grad_accum=2"], ["llm_type=qwen2", "learning_rate=2e-6", "pin_memory=false"], ["nodes=2"]],
 }
 DEFAULT_OVERRIDES = [["micro_batch_size=2", "grad_accum=2"], ["seq_len=1024"]]
 
@@ -67,6 +67,9 @@ def test_framework_accepts_rendered_files(truth_results, name, sets):
     for f in r.files:
         if f.format in ("deepspeed", "accelerate", "trl", "llamafactory", "openrlhf"):
             assert f.name in checked, f"{f.name} was not checked by any framework parser"
+        # A multi-node render's SLURM script is dry-run through the launchers' parsers (truth_jobs_multinode.py).
+        if f.when == "multi_node" and any(s.startswith("nodes=") and s != "nodes=1" for s in sets):
+            assert f.name in checked, f"{f.name} was not checked"
     failures = {f"{k[2]} ({k[3]})": v["error"] for k, v in mine.items() if not v["ok"]}
     assert not failures, failures
 

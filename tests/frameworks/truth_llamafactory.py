@@ -236,7 +236,8 @@ def llamafactory_launch(job):
         cfg = yaml.safe_load(fh)
     world = nnodes * nproc
     facts = {"nnodes": nnodes, "nproc_per_node": nproc, "world_size": world, "yaml": script_args[0],
-             "master_port": ns.master_port, "force_torchrun": job["env"].get("FORCE_TORCHRUN"),
+             "master_port": ns.master_port, "node_rank": ns.node_rank, "master_addr": ns.master_addr,
+             "force_torchrun": job["env"].get("FORCE_TORCHRUN"),
              "PYTORCH_CUDA_ALLOC_CONF": started[0]["env"].get("PYTORCH_CUDA_ALLOC_CONF")}
     if world != int(job["world_size"]):
         raise ValueError(f"NNODES x NPROC_PER_NODE = {nnodes} x {nproc} = {world}, but the recipe's "

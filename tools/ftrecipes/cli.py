@@ -114,6 +114,7 @@ def _warn_memory(recipe, overrides):
 
 def _cmd_lint(args):
     from . import lint, report, rules
+    from . import versions as versions_mod
 
     if args.explain:
         r = rules.get(args.explain)
@@ -134,6 +135,10 @@ def _cmd_lint(args):
         if "=" not in item:
             raise UserError(f"--framework-version {item}: expected NAME=VERSION")
         name, version = item.split("=", 1)
+        try:
+            versions_mod.parse(version)
+        except ValueError as exc:
+            raise UserError(f"--framework-version {item}: {exc}") from None
         versions[name.strip().lower()] = version.strip()
     options = rules.Options(gpu=args.gpu, gpus=args.gpus, host_ram_gib=args.host_ram, framework_versions=versions)
     result = lint.run(args.paths, kind=args.kind, options=options, ignore=args.ignore, skip_unknown=args.skip_unknown)
@@ -201,6 +206,11 @@ def _register_optional(sub):
 
 
 def _run(parser, argv):
+    # Keys and values from the user's files are echoed back; a lone surrogate (a JSON "\ud800"
+    # escape, an undecodable argv byte) must not turn a one-line report into a traceback.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -1,10 +1,11 @@
 """Lint config files: find them, parse them, run the schema checks and the rules."""
 
+import copy
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import detect, formats, launch, rules, schemas, shellcmd, sources
+from . import detect, formats, launch, rules, schemas, shellcmd, sources, versions
 from .errors import UserError
 from .findings import ERROR, Finding
 
@@ -68,7 +69,7 @@ def _shell_doc(text, path):
     """A launch script as a Document whose positions are its commands and words."""
     doc = sources.Document(path=path, data={}, text=text)
     cmds = list(shellcmd.commands(text))
-    lines = text.splitlines()
+    lines = text.split("\n")  # as shellcmd numbers them
     for i, cmd in enumerate(cmds):
         doc.positions[("command", i)] = (cmd.line, 1)
         for j, (word, line) in enumerate(zip(cmd.words, cmd.word_lines)):
@@ -129,7 +130,7 @@ def references(cfg):
     return out
 
 
-def check_config(cfg):
+def check_config(cfg, framework_versions=None):
     fmt = formats.FORMATS.get(cfg.kind)
     findings = []
     for key, line, col in cfg.doc.duplicates:
@@ -142,7 +143,15 @@ def check_config(cfg):
         findings.append(Finding(cfg.path, line, col, "wrong-type", ERROR, f"a {fmt.description} must be a mapping at the top level"))
         return findings
     if fmt.schema:
-        findings.extend(schemas.check(cfg.doc, schemas.load_schema(fmt.schema), fmt.unknown_note))
+        schema = schemas.load_schema(fmt.schema)
+        doc = cfg.doc
+        # Keys valid at the user's --framework-version that this schema's release spells
+        # differently: rule framework-version judges them, not the schema.
+        hidden = versions.judged_elsewhere(doc.data, cfg.kind, framework_versions or {}, schema)
+        if hidden:
+            doc = copy.copy(doc)
+            doc.data = {k: v for k, v in doc.data.items() if k not in hidden}
+        findings.extend(schemas.check(doc, schema, fmt.unknown_note))
     return findings
 
 
@@ -199,7 +208,7 @@ def run(targets, kind=None, options=None, ignore=(), skip_unknown=False):
         add(path, explicit and not skip_unknown, kind)
     for cfg in configs:
         result.checked.append((cfg.path, cfg.kind))
-        result.findings.extend(check_config(cfg))
+        result.findings.extend(check_config(cfg, options.framework_versions))
     for group in _groups(configs):
         result.findings.extend(rules.run(rules.Setup(group, options)))
     if not result.checked and not result.unusable and not skip_unknown:

@@ -265,10 +265,10 @@ def schema_version(schema, framework):
 def judged_elsewhere(data, fmt, framework_versions, schema):
     """Top-level keys the format schema cannot judge at the user's framework version.
 
-    A key the history tracks, valid at the version the user runs, but spelled differently
-    at the version the schema describes (``--zero_stage`` for OpenRLHF 0.8.5 against the
-    0.11.2 schema): the schema would call it removed or unknown, so it is left to the
-    history (rule framework-version) instead.
+    A key the history tracks that is either wrong at the version the user runs (the
+    framework-version rule reports it, with the replacement: no second finding), or valid
+    there but spelled differently at the version the schema describes (``--zero_stage`` for
+    OpenRLHF 0.8.5 against the 0.11.2 schema, which would call it removed).
     """
     hidden = set()
     if not isinstance(data, dict):
@@ -280,9 +280,11 @@ def judged_elsewhere(data, fmt, framework_versions, schema):
         tracked = h.tracked()
         at_schema = schema_version(schema, h.framework)
         for key in data:
-            if key not in tracked or h.problems(key, version):
+            if key not in tracked:
                 continue
-            if at_schema is None or h.spelled_at(key, at_schema) != key:
+            if any(sev == "error" for sev, _ in h.problems(key, version)):
+                hidden.add(key)
+            elif at_schema is None or h.spelled_at(key, at_schema) != key:
                 hidden.add(key)
     return hidden
 

@@ -1,6 +1,15 @@
 """One kind of error for bad input: printed as a single line, exit status 2."""
 
 
+# What str.splitlines() breaks on: a value echoed in a message must not start a new line.
+_BREAKS = {c: repr(chr(c))[1:-1] for c in (0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x85, 0x2028, 0x2029)}
+
+
+def one_line(text):
+    """text with line breaks written as escapes (\\n, \\r, \\x85, \\u2028, ...)."""
+    return str(text).translate(_BREAKS)
+
+
 class UserError(Exception):
     """Bad input from the user (a file, a --set value, a recipe name).
 
@@ -28,4 +37,4 @@ class UserError(Exception):
                     where += f":{self.column}"
             where += ": "
         key = f"{self.key}: " if self.key else ""
-        return f"{where}{key}{self.message}"
+        return one_line(f"{where}{key}{self.message}")

@@ -29,6 +29,33 @@ def _emit_json(value):
     return value if isinstance(value, Raw) else json.dumps(value, ensure_ascii=False)
 
 
+# Characters YAML reads as line breaks (folded inside a quoted scalar, so the value would change).
+_YAML_BREAKS = "\r\n\x85\u2028\u2029"
+
+
+def _yaml_quoted(value):
+    """A one-line YAML flow value from JSON text (JSON is YAML), with the characters YAML reads as
+    line breaks or refuses raw (NEL, LS, PS, C1 controls, BOM, surrogates) written as escapes."""
+    out = []
+    for ch in json.dumps(value, ensure_ascii=False):
+        o = ord(ch)
+        if ch in "\x85\u2028\u2029\ufeff" or 0x7F <= o <= 0x9F or 0xD800 <= o <= 0xDFFF or o in (0xFFFE, 0xFFFF):
+            out.append(f"\\u{o:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _has_breaks(value):
+    if isinstance(value, str):
+        return any(c in value for c in _YAML_BREAKS)
+    if isinstance(value, dict):
+        return any(_has_breaks(k) or _has_breaks(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_breaks(v) for v in value)
+    return False
+
+
 def _emit_yaml(value):
     if isinstance(value, Raw):
         return value
@@ -36,12 +63,15 @@ def _emit_yaml(value):
         return "null"
     if isinstance(value, str) and value == "":
         return "''"
+    if _has_breaks(value):
+        # PyYAML's emitter writes these raw inside a quoted scalar (a lone NEL comes back as a space).
+        return _yaml_quoted(value)
     text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=10_000, sort_keys=False)
     text = text.removesuffix("\n...\n").removesuffix("\n")
     if "\n" in text:
         # A multi-line scalar written inline would need indentation we can't know here;
         # a JSON string is a valid one-line YAML double-quoted scalar.
-        return json.dumps(value, ensure_ascii=False)
+        return _yaml_quoted(value)
     return text
 
 
@@ -60,6 +90,8 @@ def _emit_shell(value):
     if isinstance(value, (list, tuple)):
         return " ".join(_emit_shell(v) for v in value)
     text = str(value)
+    if "\x00" in text:
+        raise ValueError(f"value {text!r} contains a NUL character, which no shell word can hold")
     return text if SAFE_WORD.match(text) else shlex.quote(text)
 
 

@@ -3,12 +3,15 @@
 import json
 import os
 
+from .errors import one_line
+
 
 def text(result, out):
+    # One finding, one line: keys and values quoted from the file may hold line breaks.
     for f in result.findings:
-        out.write(f"{f.path}:{f.line}:{f.column}: {f.rule} {f.message}\n")
+        out.write(one_line(f"{f.path}:{f.line}:{f.column}: {f.rule} {f.message}") + "\n")
     for err in result.unusable:
-        out.write(f"{_where(err)} unusable-input {err.message}\n")
+        out.write(one_line(f"{_where(err)} unusable-input {err.message}") + "\n")
 
 
 def as_json(result, out):

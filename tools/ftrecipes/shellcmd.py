@@ -20,7 +20,9 @@ class Command:
 
 def commands(text):
     """Yield Commands of a script: continued lines joined, comments dropped."""
-    lines = text.splitlines()
+    # Only "\n" ends a line in a shell script (str.splitlines also splits on \x1e, \x85, U+2028...,
+    # which may sit inside a quoted word).
+    lines = text.split("\n")
     i = 0
     while i < len(lines):
         start = i

@@ -17,6 +17,7 @@ from .errors import UserError
 # An alias that expands into millions of nodes ("billion laughs") must not hang
 # or exhaust memory: real configs have a few hundred nodes at most.
 MAX_NODES = 200_000
+MAX_DEPTH = 200  # nesting levels, as for JSON below
 
 
 @dataclass
@@ -111,7 +112,7 @@ class _JsonParser:
         return self.doc
 
     def value(self, idx, path, depth):
-        if depth > 200:
+        if depth > MAX_DEPTH:
             self.fail("nested too deeply", idx)
         self.doc.positions[path] = self.pos(idx)
         ch = self.text[idx : idx + 1]
@@ -189,6 +190,9 @@ def parse_json(text, path="<string>"):
 # ---------------------------------------------------------------- YAML
 
 
+_PLAIN_COLLECTIONS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
+
+
 class _YamlBuilder:
     def __init__(self, path, text):
         self.doc = Document(path=path, data=None, text=text)
@@ -196,6 +200,8 @@ class _YamlBuilder:
 
     def build(self, node, path):
         self.count += 1
+        if len(path) > MAX_DEPTH:
+            raise UserError("invalid YAML: nested too deeply", path=self.doc.path, line=node.start_mark.line + 1, column=node.start_mark.column + 1)
         if self.count > MAX_NODES:
             line = node.start_mark.line + 1
             raise UserError(
@@ -204,6 +210,14 @@ class _YamlBuilder:
                 line=line,
             )
         self.doc.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+        if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.tag not in _PLAIN_COLLECTIONS:
+            # yaml.safe_load (what the frameworks use) refuses these; don't quietly read a list instead.
+            raise UserError(
+                f"invalid YAML: tag '{node.tag}' is not supported in configs",
+                path=self.doc.path,
+                line=node.start_mark.line + 1,
+                column=node.start_mark.column + 1,
+            )
         if isinstance(node, yaml.MappingNode):
             result = {}
             for key_node, value_node in node.value:
@@ -258,6 +272,9 @@ def parse_yaml(text, path="<string>"):
             node = loader.get_single_node()
         finally:
             loader.dispose()
+    except RecursionError:
+        # PyYAML composes nested collections recursively: 100,000 '[' would crash it.
+        raise UserError("invalid YAML: nested too deeply", path=path) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         msg = exc.problem or exc.context or "invalid YAML"
@@ -267,8 +284,14 @@ def parse_yaml(text, path="<string>"):
             line=mark.line + 1 if mark else None,
             column=mark.column + 1 if mark else None,
         ) from None
+    except yaml.reader.ReaderError as exc:
+        # A character YAML does not allow (C1 controls, U+FFFE...): one line, with its position.
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        char = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        raise UserError(f"invalid YAML: character U+{char:04X} is not allowed ({exc.reason})", path=path, line=line, column=column) from None
     except yaml.YAMLError as exc:
-        raise UserError(f"invalid YAML: {exc}", path=path) from None
+        raise UserError("invalid YAML: " + " ".join(str(exc).split()), path=path) from None
     builder = _YamlBuilder(path, text)
     if node is None:
         builder.doc.data = None

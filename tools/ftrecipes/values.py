@@ -79,6 +79,9 @@ def parse_sets(recipe, items):
         prop = _property_schema(recipe, key)
         if prop is None:
             raise UserError(f"--set {item}: recipe {recipe.name} has no value '{key}'{schemas.suggest(key, allowed)}")
+        if any("\ud800" <= c <= "\udfff" for c in raw):
+            # An argv byte that is not UTF-8 arrives as a lone surrogate: no file can hold it.
+            raise UserError(f"--set {key}: value is not valid UTF-8")
         try:
             out[key] = coerce(raw, _kind(prop))
         except ValueError as exc:

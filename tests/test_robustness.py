@@ -1,0 +1,258 @@
+"""Bad input never crashes: `ftrecipes lint` and `render` answer with one clear line and exit 2.
+
+Every case runs the real CLI in a subprocess (python -m ftrecipes, base dependencies only) and
+checks: exit status, exactly one non-empty output line (stdout + stderr), no traceback, and
+for parse errors a line:column.
+"""
+
+import os
+import re
+import sys
+import time
+
+import pytest
+
+from conftest import run_subprocess
+
+ROOT_USER = hasattr(os, "geteuid") and os.geteuid() == 0
+LINE_COL = re.compile(r":\d+:\d+: ")
+
+
+def lint(*args, **kw):
+    return run_subprocess(["-m", "ftrecipes", "lint", *map(str, args)], **kw)
+
+
+def render(*args, **kw):
+    return run_subprocess(["-m", "ftrecipes", "render", *args], **kw)
+
+
+def one_line(proc, code=2):
+    out = (proc.stdout + proc.stderr).strip("\n")
+    assert "Traceback" not in out, out
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == 1, out
+    assert proc.returncode == code, (proc.returncode, out)
+    return lines[0]
+
+
+def alias_bomb(levels=9, width=9):
+    text = 'a0: &a0 ["lol"]\n'
+    for i in range(1, levels + 1):
+        text += f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * width) + "]\n"
+    return text
+
+
+# name -> (file name, content as bytes, expected words in the message, wants line:col)
+FILES = {
+    "empty": ("ds.json", b"", "empty file", False),
+    "blank": ("ds.yaml", b"  \n\n\t\n", "empty file", False),
+    "binary": ("ds.json", b"\x00\x01\x02\xffbinary\x00", "binary file", False),
+    "invalid-utf8": ("ds.json", b'{"train_batch_size": 8, "x": "\xff\xfe"}', "invalid UTF-8", False),
+    "latin1-yaml": ("cfg.yaml", "model_name_or_path: caf\u00e9\n".encode("latin-1"), "invalid UTF-8", False),
+    "truncated-json": ("ds.json", b'{\n  "train_batch_size": 8,\n  "bf16": {"enabled": tr', "invalid JSON", True),
+    "truncated-json-eof": ("ds.json", b'{\n  "train_batch_size": 8,\n', "invalid JSON", True),
+    "json-trailing-comma": ("ds.json", b'{"train_batch_size": 8,}', "invalid JSON", True),
+    "json-two-docs": ("ds.json", b'{"a": 1} {"b": 2}', "invalid JSON", True),
+    "json-deep": ("ds.json", b"[" * 100_000 + b"]" * 100_000, "nested too deeply", True),
+    "yaml-bad-indent": ("cfg.yaml", b"a: 1\n b: [1, 2\n", "invalid YAML", True),
+    "yaml-unclosed-quote": ("cfg.yaml", b'model_name_or_path: "Qwen\nbf16: true\n', "invalid YAML", True),
+    "yaml-tab": ("cfg.yaml", b"a:\n\t- b\n", "invalid YAML", True),
+    "yaml-python-tag": ("cfg.yaml", b"a: !!python/object/apply:os.system [id]\n", "invalid YAML", True),
+    "yaml-c1-control": ("cfg.yaml", "model_name_or_path: a\u0080b\n".encode(), "not allowed", True),
+    "yaml-two-docs": ("cfg.yaml", b"a: 1\n---\nb: 2\n", "invalid YAML", True),
+    "yaml-deep-flow": ("cfg.yaml", b"[" * 100_000 + b"]" * 100_000, "nested too deeply", False),
+    "yaml-deep-block": ("cfg.yaml", "".join(" " * i + "a:\n" for i in range(3000)).encode(), "nested too deeply", False),
+    "yaml-alias-bomb": ("cfg.yaml", alias_bomb().encode(), "alias bomb", False),
+    "yaml-merge-key": ("cfg.yaml", b"base: &b {bf16: true}\ncfg:\n  <<: *b\n", "merge keys", True),
+    "yaml-complex-key": ("cfg.yaml", b"? [a, b]\n: 1\n", "plain scalars", True),
+    "unknown-kind": ("thing.json", b'{"hello": "world"}', "--kind", False),
+    "top-level-list": ("thing.yaml", b"- 1\n- 2\n", "--kind", False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FILES))
+def test_lint_bad_file(tmp_path, case):
+    name, content, words, line_col = FILES[case]
+    path = tmp_path / name
+    path.write_bytes(content)
+    started = time.monotonic()
+    proc = lint(path, timeout=60)
+    elapsed = time.monotonic() - started
+    line = one_line(proc)
+    assert words in line, line
+    assert line.startswith(str(path)), line
+    if line_col:
+        assert LINE_COL.search(line), line
+    assert elapsed < 20, f"{case} took {elapsed:.1f} s"
+
+
+def test_lint_json_error_position_is_exact(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text('{\n  "train_batch_size": 8,\n  "bf16": {"enabled": tru}\n}\n')
+    line = one_line(lint(path))
+    assert f"{path}:3:" in line, line
+
+
+def test_lint_yaml_error_position_is_exact(tmp_path):
+    path = tmp_path / "cfg.yaml"
+    path.write_text("model_name_or_path: x\nbf16: [true\nlearning_rate: 1\n")
+    line = one_line(lint(path))
+    assert re.search(rf"{re.escape(str(path))}:[34]:\d+: ", line), line
+
+
+def test_lint_100mb_file_is_refused_fast(tmp_path):
+    path = tmp_path / "huge.json"
+    with open(path, "wb") as fh:
+        fh.write(b'{"train_batch_size": 8, "x": "')
+        fh.truncate(100 * 1024 * 1024)  # sparse: instant to make, 100 MB to read
+    started = time.monotonic()
+    proc = lint(path, timeout=60)
+    elapsed = time.monotonic() - started
+    line = one_line(proc)
+    assert "larger than" in line, line
+    assert elapsed < 10, f"took {elapsed:.1f} s"
+
+
+@pytest.mark.skipif(ROOT_USER, reason="root reads mode-000 files; see the symlink/directory cases")
+def test_lint_unreadable_file(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text('{"train_batch_size": 8}')
+    path.chmod(0)
+    try:
+        line = one_line(lint(path))
+    finally:
+        path.chmod(0o644)
+    assert "cannot read" in line, line
+
+
+def test_lint_dangling_symlink(tmp_path):
+    link = tmp_path / "ds.json"
+    link.symlink_to(tmp_path / "missing" / "ds.json")
+    line = one_line(lint(link))
+    assert "cannot read" in line, line
+
+
+def test_lint_missing_path(tmp_path):
+    line = one_line(lint(tmp_path / "nope.json"))
+    assert "cannot read" in line, line
+
+
+def test_lint_directory_named_like_a_file(tmp_path):
+    d = tmp_path / "ds.json"
+    d.mkdir()
+    line = one_line(lint(d))
+    assert "no configs found" in line, line
+
+
+def test_lint_directory_without_configs(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello\n")
+    (tmp_path / "sub").mkdir()
+    line = one_line(lint(tmp_path))
+    assert "no configs found" in line, line
+
+
+def test_lint_kind_given_but_not_a_mapping(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text("[1, 2, 3]")
+    line = one_line(lint("--kind", "deepspeed", path), code=1)
+    assert "mapping" in line, line
+
+
+def test_lint_lone_surrogate_key_is_reported_not_crashed(tmp_path):
+    # json allows "\ud800" escapes; echoing such a key back used to raise UnicodeEncodeError.
+    path = tmp_path / "ds.json"
+    path.write_text('{"train_batch_size": 8, "\\ud800x": 1}')
+    line = one_line(lint("--kind", "deepspeed", path), code=1)
+    assert "unknown-key" in line, line
+
+
+def test_lint_no_arguments():
+    line = one_line(lint())
+    assert "FILE_OR_DIR" in line, line
+
+
+# ---------------------------------------------------------------- render
+
+RECIPE = "qwen7b-lora-h100x8"
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["no-such-recipe"], "no recipe named"),
+        ([RECIPE, "--set", "no_such_value=1"], "has no value"),
+        ([RECIPE, "--set", "zero_stage"], "expected key=value"),
+        ([RECIPE, "--set", "micro_batch_size=abc"], "expected an integer"),
+        ([RECIPE, "--set", "micro_batch_size=0"], "micro_batch_size"),
+        ([RECIPE, "--set", "learning_rate=nan"], "finite"),
+        ([RECIPE, "--set", "zero_stage=7"], "zero_stage"),
+        ([RECIPE, "--set", "precision=fp8"], "precision"),
+        ([RECIPE, "--set", "gradient_checkpointing=maybe"], "true or false"),
+        ([RECIPE, "--file", "nope.yaml"], "has no file"),
+    ],
+)
+def test_render_bad_input(args, words):
+    line = one_line(render(*args))
+    assert words in line, line
+    assert line.startswith("ftrecipes: error: "), line
+
+
+def test_render_non_utf8_set_value():
+    proc = run_subprocess([b"-m", b"ftrecipes", b"render", RECIPE.encode(), b"--set", b"model=Qwen\xff"])
+    line = one_line(proc)
+    assert "UTF-8" in line, line
+
+
+def test_render_bad_values_file(tmp_path):
+    bad = tmp_path / "values.yaml"
+    bad.write_bytes(b"micro_batch_size: [1\n")
+    line = one_line(render(RECIPE, "--values", str(bad)))
+    assert LINE_COL.search(line) or re.search(r":\d+: ", line), line
+
+
+def test_render_output_dir_under_a_file(tmp_path):
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    line = one_line(render(RECIPE, "-o", str(blocker / "out")))
+    assert "cannot create directory" in line or "not a directory" in line.lower(), line
+    line = one_line(render(RECIPE, "-o", str(blocker)))
+    assert "not a directory" in line, line
+
+
+@pytest.mark.skipif(ROOT_USER, reason="root writes into mode-555 directories")
+def test_render_unwritable_output_dir(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        line = one_line(render(RECIPE, "-o", str(ro / "out")))
+    finally:
+        ro.chmod(0o755)
+    assert "cannot" in line, line
+
+
+def test_render_refuses_to_overwrite(tmp_path):
+    out = tmp_path / "out"
+    assert render(RECIPE, "-o", str(out)).returncode == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    line = one_line(render(RECIPE, "-o", str(out), "--set", "micro_batch_size=2"))
+    assert "--force" in line, line
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_render_value_with_line_breaks_stays_one_line():
+    line = one_line(render(RECIPE, "--set", "micro_batch_size=1\n2"))
+    assert "\\n" in line, line
+
+
+def test_lint_key_with_line_break_is_one_line(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text('{"train_batch_size": 8, "a\\nb\\u2028c": 1}')
+    line = one_line(lint("--kind", "deepspeed", path), code=1)
+    assert "unknown-key" in line, line
+
+
+def test_cli_imports_no_framework():
+    # The CLI starts with base dependencies only.
+    proc = run_subprocess(["-c", "import sys, ftrecipes.cli; sys.exit(0 if 'torch' not in sys.modules else 1)"])
+    assert proc.returncode == 0, proc.stderr

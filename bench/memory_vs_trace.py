@@ -29,13 +29,21 @@ CASES = [dict(model=m, seq_len=s, gradient_checkpointing=gc, lora_rank=r)
          for m, s, gc, r in itertools.product(MODELS, SEQ_LENS, [False, True], [0, 16])]
 CASES += [dict(model=m, seq_len=8192, gradient_checkpointing=True, lora_rank=r)
           for m, r in itertools.product(MODELS, [0, 16])]
+# eager attention (explicit s*s scores) once per architecture
+CASES += [dict(model=m, seq_len=2048, gradient_checkpointing=False, lora_rank=0, attn_implementation="eager")
+          for m in MODELS]
 LIMIT = 0.05
 GB = 1e9
 CATS = ["params", "grads", "optimizer", "activations", "temporaries"]
 
 
+def attn(c):
+    return c.get("attn_implementation", "sdpa")
+
+
 def key(c):
-    return f"{c['model']}|{c['seq_len']}|{int(c['gradient_checkpointing'])}|{c['lora_rank']}"
+    k = f"{c['model']}|{c['seq_len']}|{int(c['gradient_checkpointing'])}|{c['lora_rank']}"
+    return k if attn(c) == "sdpa" else f"{k}|{attn(c)}"
 
 
 def run_trace(python, case):
@@ -51,7 +59,7 @@ def est_phases(case):
     r = estimate(Setup(model=case["model"], seq_len=case["seq_len"], micro_batch=1, precision="bf16",
                        gradient_checkpointing=case["gradient_checkpointing"], lora_rank=case["lora_rank"],
                        lora_target="all", framework="torch", cuda_context_bytes=0,
-                       attn_implementation="sdpa-cpu"))
+                       attn_implementation="sdpa-cpu" if attn(case) == "sdpa" else attn(case)))
     phases = {}
     for p in r.phases:
         c = dict(p.by_category)
@@ -84,7 +92,8 @@ def main(argv=None):
         tr = cache[k]
         est, saved = est_phases(case)
         name = (f"{case['model']} s={case['seq_len']} {'GC' if case['gradient_checkpointing'] else 'noGC'} "
-                f"{'LoRA r' + str(case['lora_rank']) if case['lora_rank'] else 'full'}")
+                f"{'LoRA r' + str(case['lora_rank']) if case['lora_rank'] else 'full'}"
+                + ("" if attn(case) == "sdpa" else f" {attn(case)}"))
         case_worst = 0.0
         for ph in tr["phases"]:
             e_c = est[ph["name"]]

@@ -146,3 +146,28 @@ def test_svg_is_well_formed_and_draws_every_phase():
     assert len(rects) >= 8
     assert "oom" in svg
     assert "A100-80GB" in render_text(r)
+
+
+def test_every_shipped_recipe_fits_its_hardware():
+    import glob
+    import os
+
+    import yaml
+
+    from ftrecipes.memory import estimate_from_values
+
+    root = os.path.join(os.path.dirname(__file__), "..", "recipes")
+    found = 0
+    for path in sorted(glob.glob(os.path.join(root, "*", "recipe.yaml"))):
+        r = yaml.safe_load(open(path, encoding="utf-8"))
+        if not isinstance(r, dict) or "values" not in r or "hardware" not in r:
+            continue
+        meta = dict(model=r["model"]["name"], gpu=r["hardware"]["gpu"], method=r.get("method", "sft"),
+                    framework=(r.get("framework") or {}).get("name", ""),
+                    host_ram_gb=r["hardware"].get("host_ram_gib"))
+        res = estimate_from_values(r["values"], meta)
+        assert res.verdict != "oom", (path, res.gpu_peak_bytes / GiB)
+        assert res.host_verdict in (None, "fits", "tight"), (path, res.host_peak_bytes / GiB)
+        found += 1
+    if not found:
+        pytest.skip("no recipes")

@@ -9,10 +9,12 @@ per decoder layer and token, p = bytes of the compute dtype, T = tokens in the m
   RMSNorm (x2)      4h  fp32 upcast of the input (pow and mul need it) + 4 bytes rsqrt,
                     + p*h normalised input of the weight multiply (only if the weight trains)
                     + p*h output (only if a trainable linear reads it)
-  attention         4 q-sized tensors (rotated q, kernel output, its transposed copy, o_proj input)
-                    and the fp32 log-sum-exp (4 bytes per head). The K/V terms (2*p*kv each) do
-                    not show up in the traces at all (Qwen2 kv=512, Llama-3 kv=1024): GQA K/V are
-                    small and the kernel's saved K/V alias tensors counted elsewhere.
+  attention (SDPA)  4 q-sized tensors and the fp32 log-sum-exp (4 bytes per head). The traces
+                    show no kv-sized term for either Qwen2 (kv=512) or Llama-3 (kv=1024): the
+                    kernel keeps q, K and V expanded to all heads (GQA repeat, so q-sized) and its
+                    output, whose transpose is already contiguous so o_proj reads it without a copy.
+  attention (FA2)   flash_attention_2 takes K/V un-expanded: 2 q-sized + 2 kv-sized tensors.
+                    Derived, not traced (FA2 needs CUDA).
   MLP (SwiGLU)      gate, silu(gate), up (3*p*i) + their product (p*i) if down_proj trains
   LoRA (PEFT)       each adapted linear keeps an fp32 copy of its input (PEFT casts the input
                     to the adapter dtype, fp32 by default) and the rank-r output of lora_A;
@@ -93,6 +95,8 @@ def layer_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tu
         # HF eager attention: K/V repeated to all heads, fp32 softmax probabilities kept for
         # softmax backward and their p-byte cast kept for the matmul with V (per token: nh*s each).
         total += 4 * p * q + 2 * p * q + 4 * nh + (4 + p) * nh * seq_len
+    elif attn == "flash_attention_2":
+        total += 2 * p * q + 2 * p * kv + 4 * nh
     else:
         total += 4 * p * q + 4 * nh
         if attn == "sdpa-cpu":

@@ -169,6 +169,9 @@ def _stage_ignored(ds_cfg, raw):
     if stage < 3:
         if z.offload_param is not None and dev(z.offload_param) != "none" and "offload_param" in zraw:
             out.append("zero_optimization.offload_param")
+        # The stage3_* knobs configure the stage-3 parameter partitioner, built only at stage 3
+        # ("auto" values never reach the model: DeepSpeedConfigModel drops them).
+        out += [f"zero_optimization.{k}" for k, v in zraw.items() if k.startswith("stage3_") and v != "auto"]
     if stage == 0:
         if z.offload_optimizer is not None and dev(z.offload_optimizer) != "none" and "offload_optimizer" in zraw:
             out.append("zero_optimization.offload_optimizer")

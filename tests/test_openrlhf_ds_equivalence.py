@@ -66,3 +66,54 @@ def test_launcher_world_size_must_match(results):
 def test_edited_ds_json_is_caught(results):
     res = results["edited"]
     assert not res["ok"] and "zero_optimization.offload_optimizer: only in OpenRLHF's config" in res["error"], res
+
+
+# --- older OpenRLHF releases: each era's own parser and DeepSpeed config ----------------------------
+# Each release is installed alone (pip --no-deps --target, devenv.ensure_release) and shadows the
+# stack's openrlhf 0.11.2 in a child process, on the stack's torch 2.13 / DeepSpeed 0.19.6 /
+# transformers 5.15 (not the pins it was released with): its argparse and its
+# DeepspeedStrategy.get_ds_train_config run for real; training on that stack is not claimed.
+ERAS = {
+    "0.8.5": (["openrlhf_version=0.8.5"], ("bf16", "flash_attention_2"), "--attn_implementation"),
+    "0.8.10": (["openrlhf_version=0.8.10", "attn_implementation=sdpa"], ("bf16", "sdpa"), "--flash_attn"),
+    "0.9.2": (["openrlhf_version=0.9.2", "precision=fp16"], ("fp16", "flash_attention_2"), "--bf16"),
+    "0.10.2": (["openrlhf_version=0.10.2"], ("bf16", "flash_attention_2"), "--zero_stage"),
+}
+
+
+@pytest.fixture(scope="module")
+def era_results(tmp_path_factory):
+    work = tmp_path_factory.mktemp("openrlhf-eras")
+    cases = {}
+    for version, (sets, _, other_era_flag) in ERAS.items():
+        _, jobs = jobs_for(NAME, sets, work / version)
+        [job] = [j for _, j in jobs if j["check"] == "openrlhf"]
+        assert job["openrlhf_version"] == version and job["release"]
+        cases[version] = job
+        # A flag of another era (a real one, with its argument where it takes one).
+        extra = [other_era_flag] + (["2"] if other_era_flag == "--zero_stage" else ["sdpa"] if other_era_flag == "--attn_implementation" else [])
+        cases[version + "-other-era"] = dict(job, words=job["words"] + extra)
+    (work / "jobs.json").write_text(json.dumps(list(cases.values())))
+    python = devenv.ensure_env("openrlhf")
+    proc = subprocess.run([str(python), str(ROOT / "tests" / "frameworks" / "truth.py"), str(work / "jobs.json"), str(work / "out.json")],
+                          env=devenv.run_env("openrlhf"), capture_output=True, text=True, timeout=1200, cwd=work)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return dict(zip(cases, json.loads((work / "out.json").read_text())))
+
+
+@pytest.mark.parametrize("version", list(ERAS))
+def test_older_release_parses_its_eras_launch_and_builds_ds_json(era_results, version):
+    res = era_results[version]
+    assert res["ok"], res["error"]
+    f = res["facts"]
+    assert f["openrlhf_version"] == version and f["legacy_flags"] == (version != "0.10.2")
+    assert (f["param_dtype"], f["attn_implementation"]) == ERAS[version][1]
+    assert (f["zero_stage"], f["adam_offload"], f["gradient_checkpointing"], f["accumulated_gradient"]) == (2, True, True, 64)
+    assert f["ds_equal"] is True
+
+
+@pytest.mark.parametrize("version", list(ERAS))
+def test_older_release_rejects_a_flag_of_another_era(era_results, version):
+    res = era_results[version + "-other-era"]
+    flag = ERAS[version][2]
+    assert not res["ok"] and f"unrecognized arguments: {flag}" in res["error"], res

@@ -18,6 +18,11 @@ three steps, each by the frameworks' own code:
    depends on the data, is a placeholder; it does not reach the DeepSpeed config). When the job
    names a rendered ds.json, it must equal that config exactly, and DeepSpeedConfig must accept the
    config at the launcher's world size (its train_batch_size assertion).
+
+A file rendered for an older release (job "release": a directory from devenv.ensure_release)
+is checked in a child process where that release shadows the stack's openrlhf: its own argparse
+(flat flag names before 0.10.2) and its own DeepspeedStrategy.get_ds_train_config, on the stack's
+torch/DeepSpeed/transformers.
 """
 
 import contextlib
@@ -145,8 +150,51 @@ def first_difference(a, b, path=""):
     return None
 
 
+RELEASE_ENV = "FTRECIPES_OPENRLHF_RELEASE"
+
+
+def in_release(job):
+    """Run this job again in a process where the older release (job["release"], installed by
+    devenv.ensure_release) shadows the stack's openrlhf: that release's own parser and strategy."""
+    import os
+    import subprocess
+    import tempfile
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    with tempfile.TemporaryDirectory() as tmp:
+        jobs, out = os.path.join(tmp, "jobs.json"), os.path.join(tmp, "out.json")
+        with open(jobs, "w", encoding="utf-8") as fh:
+            json.dump([job], fh)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([job["release"]] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        env[RELEASE_ENV] = job["release"]
+        proc = subprocess.run([sys.executable, os.path.join(here, "truth.py"), jobs, out], env=env, cwd=job.get("cwd"),
+                              capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0 or not os.path.exists(out):
+            raise ValueError(f"openrlhf {job['openrlhf_version']} check process failed: {proc.stderr[-1500:]}")
+        with open(out, encoding="utf-8") as fh:
+            [res] = json.load(fh)
+    if not res["ok"]:
+        raise ValueError(res["error"])
+    return res["facts"]
+
+
+def _arg(args, dotted, legacy):
+    """A parsed flag by its 0.10.2+ dotted name, or by its earlier flat name (older releases)."""
+    node = args
+    for part in dotted.split("."):
+        node = getattr(node, part, None)
+        if node is None:
+            break
+    return node if node is not None else getattr(args, legacy, None)
+
+
 @check("openrlhf")
 def openrlhf_launch(job):
+    import os
+
+    if job.get("release") and os.environ.get(RELEASE_ENV) != job["release"]:
+        return in_release(job)
     words = job["words"]
     module = job["module"]
     largs, world = launcher_world_size(words)
@@ -157,24 +205,46 @@ def openrlhf_launch(job):
     # The launcher appends --local_rank=<rank> to the module's arguments (unless --no_local_rank).
     argv = list(largs.user_args) + ([] if largs.no_local_rank else ["--local_rank=0"])
     args, strategy = parse_trainer_args(module, argv)
+    from importlib.metadata import version as _dist_version
+
+    legacy = not hasattr(args, "ds")  # before 0.10.2: flat flag names
+    if legacy:
+        # --bf16 (up to 0.9.1) is a switch; --param_dtype (0.9.2) a value. --flash_attn (up to
+        # 0.8.9) means flash_attention_2, else the model is loaded with eager attention.
+        dtype = getattr(args, "param_dtype", None) or ("bf16" if getattr(args, "bf16", False) else "fp32")
+        attn = getattr(args, "attn_implementation", None) or ("flash_attention_2" if getattr(args, "flash_attn", False) else "eager")
+    else:
+        dtype, attn = args.ds.param_dtype, args.ds.attn_implementation
+    micro = _arg(args, "train.micro_batch_size", "micro_train_batch_size")
+    batch = _arg(args, "train.batch_size", "train_batch_size")
+    ring = _arg(args, "ds.ring_attn_size", "ring_attn_size") or 1
+    tp = _arg(args, "ds.tensor_parallel_size", "ds_tensor_parallel_size") or 1
     facts = {
+        "openrlhf_version": _dist_version("openrlhf"),
+        "legacy_flags": legacy,
         "launcher_world_size": world,
-        "zero_stage": args.ds.zero_stage,
-        "adam_offload": bool(args.ds.adam_offload),
-        "param_dtype": args.ds.param_dtype,
-        "attn_implementation": args.ds.attn_implementation,
-        "gradient_checkpointing": bool(args.model.gradient_checkpointing_enable),
-        "lora_rank": args.ds.lora.rank,
-        "micro_batch_size": args.train.micro_batch_size,
-        "train_batch_size": args.train.batch_size,
+        "zero_stage": _arg(args, "ds.zero_stage", "zero_stage"),
+        "adam_offload": bool(_arg(args, "ds.adam_offload", "adam_offload")),
+        "param_dtype": dtype,
+        "attn_implementation": attn,
+        "gradient_checkpointing": bool(_arg(args, "model.gradient_checkpointing_enable", "gradient_checkpointing")),
+        "lora_rank": _arg(args, "ds.lora.rank", "lora_rank"),
+        "micro_batch_size": micro,
+        "train_batch_size": batch,
         # DeepspeedStrategy.setup_distributed's formula (integer division: a remainder is lost).
-        "accumulated_gradient": args.train.batch_size * args.ds.ring_attn_size * args.ds.tensor_parallel_size
-        // args.train.micro_batch_size // world,
-        "max_len": args.data.max_len,
+        "accumulated_gradient": batch * ring * tp // micro // world,
+        "max_len": _arg(args, "data.max_len", "max_len"),
     }
+    if job.get("openrlhf_version") and facts["openrlhf_version"] != job["openrlhf_version"]:
+        raise ValueError(f"checked with openrlhf {facts['openrlhf_version']}, not the {job['openrlhf_version']} the file is for")
     if module != "openrlhf.cli.train_sft" or not job.get("ds_json"):
         return facts
-    ours = openrlhf_ds_config(strategy, train_sft_optimizer_cfg(args))
+    if legacy:
+        # Before 0.10.2 the optimizer is an object built by strategy.create_optimizer, and
+        # _ds_init_train_model passes get_ds_train_config(is_actor) to deepspeed.initialize as is.
+        ours = json.loads(json.dumps(strategy.get_ds_train_config(is_actor=True)))
+    else:
+        ours = openrlhf_ds_config(strategy, train_sft_optimizer_cfg(args))
     with open(job["ds_json"], encoding="utf-8") as fh:
         rendered = json.load(fh)
     diff = first_difference(rendered, ours)

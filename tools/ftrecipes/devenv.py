@@ -120,8 +120,9 @@ def _threads() -> str:
     return str(max(1, (os.cpu_count() or 2) // 2))
 
 
-def run_env(stack: str, *, base: dict | None = None, cpu_shim: bool = True) -> dict:
-    """Environment variables to run things in the stack's venv (does not build it)."""
+def run_env(stack: str, *, base: dict | None = None, cpu_shim: bool = True, release: Path | None = None) -> dict:
+    """Environment variables to run things in the stack's venv (does not build it); with
+    release (a directory from ensure_release), that older release shadows the stack's copy."""
     _check_stack(stack)
     d = env_dir(stack)
     env = dict(os.environ if base is None else base)
@@ -147,6 +148,8 @@ def run_env(stack: str, *, base: dict | None = None, cpu_shim: bool = True) -> d
             env["FTRECIPES_CPU_SHIM"] = "1"
         else:
             env.pop("FTRECIPES_CPU_SHIM", None)
+    if release is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(release)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     return env
 
 
@@ -292,6 +295,49 @@ def ensure_env(stack: str, log=sys.stderr) -> Path:
         if not is_complete(stack):
             _install(stack, d, log)
     return env_python(stack)
+
+
+# Older releases of a stack's framework, for truth checks of files rendered for that release
+# (e.g. OpenRLHF 0.8.5 flag names): the release alone, `pip install --no-deps --target`, into
+# <env>/releases/<name>-<version>. run_env(stack, release=...) puts it first on PYTHONPATH, where it
+# shadows the stack's own copy and runs on the stack's other packages (torch 2.13, DeepSpeed,
+# transformers), not on the pins it was released with: enough for building its argument parser
+# and DeepSpeed config, not a claim that it trains on this stack.
+RELEASES = {"openrlhf": "openrlhf"}
+
+
+def release_dir(stack: str, version: str) -> Path:
+    _check_stack(stack)
+    if stack not in RELEASES:
+        raise ValueError(f"stack {stack!r} has no older releases to install")
+    if not all(part.isalnum() for part in version.split(".")):
+        raise ValueError(f"bad version {version!r}")
+    return env_dir(stack) / "releases" / f"{RELEASES[stack]}-{version}"
+
+
+def ensure_release(stack: str, version: str, log=sys.stderr) -> Path:
+    """Install (once) RELEASES[stack]==version beside the stack's venv; return its directory."""
+    d = release_dir(stack, version)
+    if (d / MARKER).is_file():
+        return d
+    python = ensure_env(stack, log)
+    import fcntl
+
+    d.parent.mkdir(parents=True, exist_ok=True)
+    with open(d.parent / f"{d.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (d / MARKER).is_file():
+            if d.exists():
+                shutil.rmtree(d)
+            base = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONNOUSERSITE="1")
+            base.pop("PYTHONPATH", None)
+            print(f"[devenv {stack}] installing {RELEASES[stack]}=={version} into {d}", file=log, flush=True)
+            r = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-compile", "--target", str(d),
+                                f"{RELEASES[stack]}=={version}"], env=base, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise RuntimeError(f"devenv {stack}: installing {RELEASES[stack]}=={version} failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+            (d / MARKER).write_text(json.dumps({"release": f"{RELEASES[stack]}=={version}"}) + "\n")
+    return d
 
 
 def prune(log=sys.stderr) -> list:

@@ -1,18 +1,22 @@
 """Multi-node renders: what `--set nodes=2` produces, and a two-"node" training run on this machine.
 
-The training test starts the recipe's rendered multi-node launch.sh twice on 127.0.0.1, as two
+The training tests start a recipe's rendered multi-node launch.sh twice on 127.0.0.1, as two
 nodes would (NODE_RANK 0 and 1, one MASTER_PORT, one process per node: gpus_per_node=1), and
-asserts with the engine probe that both ranks ran one 2-process DeepSpeed job. The overrides are
-the recipe's documented smoke overrides (recipe.yaml `smoke:`) plus nodes=2, gpus_per_node=1.
+assert with the engine probe that both ranks ran one 2-process DeepSpeed job: torchrun's
+--nnodes/--node_rank/--master_addr (qwen7b-lora-zero2-a100x2) and LLaMA-Factory's
+NNODES/NODE_RANK/MASTER_ADDR environment (qwen7b-dpo-v100x8). The overrides are the recipes'
+documented smoke overrides (recipe.yaml `smoke:`) plus nodes=2, gpus_per_node=1.
 Not covered: two real machines (network interfaces, name resolution, NCCL across nodes), SLURM
 itself (the truth checks dry-run slurm.sbatch with stand-ins for srun and scontrol).
 """
 
 import json
+import math
 import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -130,29 +134,18 @@ def _start(stack, argv, cwd, probe_dir, extra_env, log):
     return subprocess.Popen(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
 
 
-@pytest.mark.smoke
-def test_two_nodes_on_one_machine_train_from_the_multi_node_launch_sh(tmp_path):
-    assets = make_assets("trl", tmp_path / "tiny-chat")
-    data = qwen_conversations(assets["sft"], tmp_path / "data" / "train.json")
-    run, out, probe = tmp_path / "run", tmp_path / "out", tmp_path / "probe"
-    sets = [
-        "nodes=2", "gpus_per_node=1", f"model={assets['model']}", f"dataset={data}", "seq_len=64", "max_steps=3",
-        "logging_steps=1", f"lora_target={STANDIN_LORA_TARGET}", f"output_dir={out}",
-    ]
-    render_into(NAME, sets, run)
-    shutil.copy(FRAMEWORKS / "qwen_finetune.py", run / "finetune.py")
-    env = devenv.run_env("trl")
-    shim = torchrun_shim(tmp_path / "bin", shutil.which("torchrun", path=env["PATH"]), ["--use_cpu", "true"])
-    port = str(free_port())
+def _two_nodes(stack, run, tmp_path, env, label):
+    """Start run/launch.sh as node 0 and node 1 at once on 127.0.0.1 (one port); wait for both."""
+    probe = tmp_path / "probe"
     probe.mkdir()
+    port = str(free_port())
     procs, logs = [], []
     start = time.time()
     for rank in (0, 1):
         log = open(tmp_path / f"node{rank}.log", "w")
         logs.append(log)
-        node_env = {"QWEN_DIR": str(run), "PATH": f"{shim}:{env['PATH']}", "NODE_RANK": str(rank),
-                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
-        procs.append(_start("trl", ["bash", str(run / "launch.sh")], tmp_path, probe, node_env, log))
+        node_env = dict(env, NODE_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+        procs.append(_start(stack, ["bash", str(run / "launch.sh")], tmp_path, probe, node_env, log))
     try:
         codes = [p.wait(timeout=900) for p in procs]
     finally:
@@ -163,13 +156,39 @@ def test_two_nodes_on_one_machine_train_from_the_multi_node_launch_sh(tmp_path):
             log.close()
     elapsed = time.time() - start
     with open(TIMINGS, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps({"test": f"{NAME} (2 nodes)", "seconds": round(elapsed, 1), "returncode": max(codes),
-                             "at": round(start, 1)}) + "\n")
+        fh.write(json.dumps({"test": label, "seconds": round(elapsed, 1), "returncode": max(codes), "at": round(start, 1)}) + "\n")
     assert codes == [0, 0], "\n".join((tmp_path / f"node{r}.log").read_text()[-4000:] for r in (0, 1))
+    return read_probe(probe)
+
+
+def _append_shim(bin_dir, name, real, extra):
+    """A `name` first on PATH that runs the real one with test-only arguments appended."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    shim = bin_dir / name
+    shim.write_text(f'#!/bin/sh\n# ftrecipes multi-node test: the recipe command plus {" ".join(extra)}.\nexec "{real}" "$@" {" ".join(extra)}\n')
+    shim.chmod(0o755)
+    return bin_dir
+
+
+@pytest.mark.smoke
+def test_two_nodes_on_one_machine_train_from_the_multi_node_launch_sh(tmp_path):
+    """torchrun --nnodes 2 --node_rank "$NODE_RANK" --master_addr "$MASTER_ADDR" (qwen7b-lora-zero2-a100x2)."""
+    assets = make_assets("trl", tmp_path / "tiny-chat")
+    data = qwen_conversations(assets["sft"], tmp_path / "data" / "train.json")
+    run, out = tmp_path / "run", tmp_path / "out"
+    sets = [
+        "nodes=2", "gpus_per_node=1", f"model={assets['model']}", f"dataset={data}", "seq_len=64", "max_steps=3",
+        "logging_steps=1", f"lora_target={STANDIN_LORA_TARGET}", f"output_dir={out}",
+    ]
+    render_into(NAME, sets, run)
+    shutil.copy(FRAMEWORKS / "qwen_finetune.py", run / "finetune.py")
+    env = devenv.run_env("trl")
+    shim = torchrun_shim(tmp_path / "bin", shutil.which("torchrun", path=env["PATH"]), ["--use_cpu", "true"])
+    records = _two_nodes("trl", run, tmp_path, {"QWEN_DIR": str(run), "PATH": f"{shim}:{env['PATH']}"}, f"{NAME} (2 nodes)")
 
     ds = json.loads((run / "ds.json").read_text())
     assert ds["train_batch_size"] == ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] * 2
-    records = assert_engine(read_probe(probe), ds, world_size=2, lora=True, gradient_checkpointing=True)
+    records = assert_engine(records, ds, world_size=2, lora=True, gradient_checkpointing=True)
     for rank, recs in records.items():
         engine = next(r for r in recs if r["event"] == "engine")
         assert engine["world_size"] == 2, engine
@@ -177,3 +196,35 @@ def test_two_nodes_on_one_machine_train_from_the_multi_node_launch_sh(tmp_path):
     for rank in (0, 1):
         assert json.loads((out / f"load_rank{rank}.json").read_text())["low_cpu_mem_usage"] is True
     assert (out / "adapter_model.safetensors").exists()
+
+
+@pytest.mark.smoke
+@pytest.mark.parametrize("name", ["qwen7b-dpo-v100x8"])
+def test_two_nodes_through_llamafactory_launcher_env(tmp_path, name):
+    """NNODES/NODE_RANK/MASTER_ADDR/MASTER_PORT through LLaMA-Factory's launcher to torchrun (qwen7b-dpo-v100x8).
+
+    Overrides as the recipe's smoke test (recipe.yaml `smoke:`), plus nodes=2 and gpus_per_node=1;
+    max_steps=3 is appended to `llamafactory-cli train dpo.yaml` by a shim first on PATH.
+    """
+    assets = make_assets("llamafactory", tmp_path / "assets", arch="qwen2")
+    run = tmp_path / "run"
+    sets = [
+        "nodes=2", "gpus_per_node=1", f"model={assets['model']}", f"dataset_dir={Path(assets['dataset_info']).parent}",
+        "dataset=tiny_dpo", "grad_accum=2", "seq_len=128", f"output_dir={tmp_path / 'out'}",
+    ]
+    render_into(name, sets, run)
+    env = devenv.run_env("llamafactory")
+    shim = _append_shim(tmp_path / "bin", "llamafactory-cli", shutil.which("llamafactory-cli", path=env["PATH"]), ["max_steps=3"])
+    records = _two_nodes("llamafactory", run, tmp_path, {"PATH": f"{shim}:{env['PATH']}"}, f"{name} (2 nodes)")
+
+    ds = json.loads((run / "ds.json").read_text())
+    assert sorted(records) == [0, 1], f"ranks seen: {sorted(records)}"
+    for rank, recs in records.items():
+        assert not [r for r in recs if r["event"] == "probe-error"]
+        [e] = [r for r in recs if r["event"] == "engine"]
+        assert e["world_size"] == 2 and e["train_batch"] == ds["train_batch_size"], e
+        assert (e["zero_stage"], e["offload_optimizer"], e["offload_param"]) == (3, "cpu", "cpu"), e
+        assert e["fp16"] and e["lora_params"] > 0 and e["trainable_lora_only"], e
+        losses = [r["value"] for r in recs if r["event"] == "loss"]
+        assert losses and all(isinstance(v, float) and math.isfinite(v) for v in losses), losses
+        assert len([r for r in recs if r["event"] == "step"]) >= 3

@@ -117,3 +117,45 @@ def test_older_release_rejects_a_flag_of_another_era(era_results, version):
     res = era_results[version + "-other-era"]
     flag = ERAS[version][2]
     assert not res["ok"] and f"unrecognized arguments: {flag}" in res["error"], res
+
+
+# --- schemas/versions.json against the releases' own argparse definitions --------------------------
+# Read with ast as tools/schemagen/openrlhf_schema.py does (nothing imported), for the last release
+# of each era and the first of the next: every flag of train_sft/train_dpo is valid at its own
+# release per the table, and every flag that disappears at an era boundary is in the table.
+TABLE_RELEASES = ["0.8.5", "0.8.9.post1", "0.8.10", "0.9.1.post1", "0.9.2", "0.10.1.post2", "0.10.2", "0.11.2"]
+
+
+def _release_flags(version, cmd):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools" / "schemagen"))
+    import openrlhf_schema
+
+    root = devenv.release_dir("openrlhf", version) if version != "0.11.2" else None
+    if root is None:
+        import glob
+
+        root = glob.glob(str(devenv.env_dir("openrlhf") / "lib" / "python3*" / "site-packages"))[0]
+    else:
+        devenv.ensure_release("openrlhf", version)
+    from pathlib import Path
+
+    parser = openrlhf_schema.build_parser(Path(root) / "openrlhf" / "cli" / f"{cmd}.py")
+    return {o[2:] for a in parser._actions for o in a.option_strings if o.startswith("--") and a.dest != "help"}
+
+
+@pytest.mark.parametrize("cmd", ["train_sft", "train_dpo"])
+def test_version_table_matches_the_releases(cmd):
+    from ftrecipes import versions
+
+    devenv.ensure_env("openrlhf")
+    h = versions.history("openrlhf")
+    tracked = h.tracked()
+    flags = {v: _release_flags(v, cmd) for v in TABLE_RELEASES}
+    for v, fl in flags.items():
+        wrong = {k: h.problems(k, v) for k in fl if h.problems(k, v)}
+        assert wrong == {}, (v, wrong)
+    for older, newer in zip(TABLE_RELEASES, TABLE_RELEASES[1:]):
+        gone = flags[older] - flags[newer]
+        assert gone <= tracked, (older, newer, sorted(gone - tracked))

@@ -290,3 +290,29 @@ def test_lint_counts_the_multi_node_world(tmp_path):
     assert [f for f in result.findings if f.severity == "error"] == []
     cfgs = [lint.load(str(tmp_path / "launch.sh"), True)]
     assert [f.value for f in facts.world_sizes(rules.Setup(cfgs, rules.Options()))] == [8]
+
+
+# --- the transformers rows against the TrainingArguments of the stacks' own releases --------------------
+@pytest.mark.framework
+@pytest.mark.parametrize("stack", ["llamafactory", "openrlhf", "trl"])
+def test_transformers_rows_match_the_installed_training_args(stack):
+    # transformers 5.6.0 (llamafactory), 5.15.0 (openrlhf), 5.23.0 (trl): the source is read, not imported.
+    import glob
+    import re
+
+    from ftrecipes import devenv
+
+    devenv.ensure_env(stack)
+    [pkg] = glob.glob(str(devenv.env_dir(stack) / "lib" / "python3*" / "site-packages" / "transformers"))
+    version = re.search(r'__version__ = "([^"]+)"', open(f"{pkg}/__init__.py").read())[1]
+    src = open(f"{pkg}/training_args.py").read()
+    t = versions.history("transformers")
+
+    def field(name):
+        return re.search(rf"^    {name}: ", src, re.M) is not None
+
+    for key in ("warmup_ratio", "activation_checkpointing", "gradient_checkpointing"):
+        errors = [m for sev, m in t.problems(key, version) if sev == "error"]
+        assert field(key) == (not errors), (version, key, errors)
+    deprecated_alias = "Deprecated alias of `activation_checkpointing`" in src
+    assert deprecated_alias == any(sev == "warning" for sev, _ in t.problems("gradient_checkpointing", version)), version

@@ -228,3 +228,18 @@ def test_two_nodes_through_llamafactory_launcher_env(tmp_path, name):
         losses = [r["value"] for r in recs if r["event"] == "loss"]
         assert losses and all(isinstance(v, float) and math.isfinite(v) for v in losses), losses
         assert len([r for r in recs if r["event"] == "step"]) >= 3
+
+
+@pytest.mark.framework
+def test_hostfile_check_uses_deepspeeds_parser(tmp_path):
+    """No recipe here renders a hostfile (one launcher per node instead); the check is ready for those that do."""
+    files = {"ok": "node-0 slots=8\nnode-1 slots=8\n", "dup": "node-0 slots=8\nnode-0 slots=8\n",
+             "slots": "node-0 slots=8\nnode-1 slots=4\n"}
+    jobs = []
+    for label, text in files.items():
+        (tmp_path / label).write_text(text)
+        jobs.append({"check": "hostfile", "path": str(tmp_path / label), "nodes": 2, "slots": 8})
+    ok, dup, slots = _truth("trl", jobs, tmp_path)
+    assert ok["ok"] and ok["facts"] == {"hosts": ["node-0", "node-1"], "slots": [8, 8]}, ok
+    assert not dup["ok"] and "node-0" in dup["error"], dup  # DeepSpeed refuses a host listed twice
+    assert not slots["ok"] and "slots=8" in slots["error"], slots

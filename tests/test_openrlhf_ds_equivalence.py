@@ -73,6 +73,8 @@ def test_edited_ds_json_is_caught(results):
 # stack's openrlhf 0.11.2 in a child process, on the stack's torch 2.13 / DeepSpeed 0.19.6 /
 # transformers 5.15 (not the pins it was released with): its argparse and its
 # DeepspeedStrategy.get_ds_train_config run for real; training on that stack is not claimed.
+# 0.8.0 is not run: its openrlhf.trainer imports ray (PPO trainers) at import time and the stack has
+# no ray; its train_sft flags are checked with ast below (TABLE_RELEASES).
 ERAS = {
     "0.8.5": (["openrlhf_version=0.8.5"], ("bf16", "flash_attention_2"), "--attn_implementation"),
     "0.8.10": (["openrlhf_version=0.8.10", "attn_implementation=sdpa"], ("bf16", "sdpa"), "--flash_attn"),
@@ -123,7 +125,7 @@ def test_older_release_rejects_a_flag_of_another_era(era_results, version):
 # Read with ast as tools/schemagen/openrlhf_schema.py does (nothing imported), for the last release
 # of each era and the first of the next: every flag of train_sft/train_dpo is valid at its own
 # release per the table, and every flag that disappears at an era boundary is in the table.
-TABLE_RELEASES = ["0.8.5", "0.8.9.post1", "0.8.10", "0.9.1.post1", "0.9.2", "0.10.1.post2", "0.10.2", "0.11.2"]
+TABLE_RELEASES = ["0.8.0", "0.8.5", "0.8.9.post1", "0.8.10", "0.9.1.post1", "0.9.2", "0.10.1.post2", "0.10.2", "0.11.2"]
 
 
 def _release_flags(version, cmd):
@@ -159,3 +161,14 @@ def test_version_table_matches_the_releases(cmd):
     for older, newer in zip(TABLE_RELEASES, TABLE_RELEASES[1:]):
         gone = flags[older] - flags[newer]
         assert gone <= tracked, (older, newer, sorted(gone - tracked))
+
+
+@pytest.mark.parametrize("version", TABLE_RELEASES)
+def test_rendered_launch_uses_only_that_releases_flags(version):
+    # Every release named here, including those between the eras checked by a full run above.
+    from ftrecipes import launch, recipe, render
+
+    r = recipe.load(NAME)
+    out = {f.name: t for f, t in render.render(r, {"openrlhf_version": version.split(".post")[0]})}
+    used = set(launch.openrlhf_document(out["launch.sh"], "launch.sh").data)
+    assert used <= _release_flags(version, "train_sft"), (version, sorted(used - _release_flags(version, "train_sft")))

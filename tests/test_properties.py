@@ -309,10 +309,9 @@ def test_string_values_round_trip_as_data(case, text):
             for p in places:
                 assert _get(data, p) == text, (fname, p)
             assert sources.parse_yaml(t, fname).data == data
-        elif not any(c in text for c in "\n\r") and text.strip() not in (";", "&&", "||", "|", "&"):
-            # shellcmd reads one line at a time (enough for launch scripts) and, after quote
-            # removal, cannot tell a quoted '|' from a pipe (a known limit); multi-line words and
-            # operators are checked through the writer with shlex below.
+        elif not any(c in text for c in "\n\r"):
+            # shellcmd reads one line at a time (enough for launch scripts); multi-line words
+            # are checked through the writer with shlex below.
             cmds = list(shellcmd.commands(t))
             for i, j in places:
                 assert cmds[i].words[j] == text, (fname, i, j, cmds[i].words)

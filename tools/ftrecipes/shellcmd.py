@@ -37,27 +37,54 @@ def commands(text):
                 break
         words, word_lines = [], []
         for lineno, chunk in parts:
-            try:
-                lexer = shlex.shlex(chunk, posix=True, punctuation_chars=";&|")
-                lexer.whitespace_split = True
-                lexer.commenters = "#"
-                toks = list(lexer)
-            except ValueError:
-                toks = chunk.split()
+            toks = _words(chunk)
             words.extend(toks)
             word_lines.extend([lineno] * len(toks))
         if not words:
             continue
         # Split on ; && || | so "cd x && torchrun ..." yields both commands.
         current, current_lines = [], []
-        for w, ln in zip(words + [";"], word_lines + [word_lines[-1]]):
-            if w in (";", "&&", "||", "|", "&"):
+        for w, ln in zip(words + [Operator(";")], word_lines + [word_lines[-1]]):
+            if isinstance(w, Operator):
                 if current:
                     yield _command(current, current_lines, start + 1)
                 current, current_lines = [], []
             else:
                 current.append(w)
                 current_lines.append(ln)
+
+
+class Operator(str):
+    """An unquoted control operator (; && || | &), as opposed to a quoted word '|'."""
+
+
+OPERATORS = (";", "&&", "||", "|", "&")
+
+
+def _words(chunk):
+    """Shell words of one line, quotes removed; unquoted operators come back as Operator.
+
+    A non-POSIX lexer keeps the quotes, which is how a quoted '|' is told from a pipe;
+    each word is then unquoted the POSIX way.
+    """
+    try:
+        lexer = shlex.shlex(chunk, posix=False, punctuation_chars=";&|")
+        lexer.whitespace_split = True
+        lexer.commenters = "#"
+        raw = list(lexer)
+    except ValueError:
+        raw = chunk.split()
+    out = []
+    for tok in raw:
+        if tok in OPERATORS:
+            out.append(Operator(tok))
+            continue
+        try:
+            parts = shlex.split(tok, comments=False, posix=True)
+        except ValueError:
+            parts = [tok]
+        out.append("".join(parts) if parts else "")
+    return out
 
 
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")

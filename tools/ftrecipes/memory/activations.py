@@ -92,9 +92,10 @@ def layer_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tu
 
     total = norm(True, input_requires_grad) + norm(True, True)
     if attn == "eager":
-        # HF eager attention: K/V repeated to all heads, fp32 softmax probabilities kept for
-        # softmax backward and their p-byte cast kept for the matmul with V (per token: nh*s each).
-        total += 4 * p * q + 2 * p * q + 4 * nh + (4 + p) * nh * seq_len
+        # HF eager attention keeps rotated q, K and V repeated to all heads (repeat_kv), the
+        # transposed output copy read by o_proj (4 q-sized), the fp32 softmax probabilities (for
+        # softmax backward) and their p-byte cast (for the matmul with V): nh*s per token each.
+        total += 4 * p * q + (4 + p) * nh * seq_len
     elif attn == "flash_attention_2":
         total += 2 * p * q + 2 * p * kv + 4 * nh
     else:

@@ -6,7 +6,6 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from ftrecipes.memory import Setup, estimate, estimate_from_config, render_svg, render_text
 from ftrecipes.memory import cli as memory_cli
 from ftrecipes.memory.activations import activations
@@ -153,7 +152,6 @@ def test_every_shipped_recipe_fits_its_hardware():
     import os
 
     import yaml
-
     from ftrecipes.memory import estimate_from_values
 
     root = os.path.join(os.path.dirname(__file__), "..", "recipes")

@@ -6,7 +6,6 @@ assertions pin what happened in the field (sources in each recipe's recipe.yaml 
 from __future__ import annotations
 
 import pytest
-
 from ftrecipes.memory import estimate, estimate_from_values, zero_paper_model_states
 from ftrecipes.memory.catalog import model
 from ftrecipes.memory.estimate import Setup

@@ -8,5 +8,15 @@ from .inputs import estimate_from_config, estimate_from_values, setup_from_deeps
 from .model_states import zero_paper_model_states
 from .report import render_svg, render_text
 
-__all__ = ["Result", "Setup", "estimate", "estimate_from_config", "estimate_from_values",
-           "setup_from_deepspeed", "setup_from_values", "zero_paper_model_states", "render_svg", "render_text"]
+__all__ = [
+           "Result",
+           "Setup",
+           "estimate",
+           "estimate_from_config",
+           "estimate_from_values",
+           "render_svg",
+           "render_text",
+           "setup_from_deepspeed",
+           "setup_from_values",
+           "zero_paper_model_states",
+]

@@ -316,4 +316,4 @@ def model_states_only(params: int, gpus: int, stage: int, k: int = 12) -> float:
     return zero_paper_model_states(params, gpus, stage, k)
 
 
-__all__ = ["Setup", "Result", "estimate", "verdict", "model_states_only", "replace", "ALL_LINEAR"]
+__all__ = ["ALL_LINEAR", "Result", "Setup", "estimate", "model_states_only", "replace", "verdict"]

@@ -18,8 +18,8 @@ def _g(b: float) -> str:
 
 def render_text(r: Result) -> str:
     used = [c for c in CATEGORIES if any(p.by_category.get(c, 0) for p in r.phases)]
-    lines = [f"GPU {r.gpu_name} ({r.gpu_bytes / GiB:.1f} GiB), {r.params:,} parameters "
-             f"({r.trainable_params:,} trainable); GiB per GPU by phase:"]
+    lines = [(f"GPU {r.gpu_name} ({r.gpu_bytes / GiB:.1f} GiB), {r.params:,} parameters "
+              f"({r.trainable_params:,} trainable); GiB per GPU by phase:")]
     head = f"{'phase':<10}" + "".join(f"{c[:11]:>12}" for c in used) + f"{'total':>10}"
     lines += [head, "-" * len(head)]
     for p in r.phases:
@@ -50,8 +50,8 @@ def render_svg(result: Result, width: int = 640, height: int = 360) -> str:
     def y(b):
         return mt + ph - ph * b / top
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+    out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">'),
            f'<title>{escape(result.gpu_name)}: {escape(result.verdict)}</title>',
            f'<rect width="{width}" height="{height}" fill="white"/>']
     step = max(1, int(top / GiB / 6 / 10 + 1) * 10) * GiB

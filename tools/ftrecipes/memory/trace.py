@@ -95,6 +95,13 @@ def trace_step(model: str, seq_len: int, micro_batch: int = 1, gradient_checkpoi
     phases = []
     with FakeTensorMode(allow_non_fake_inputs=True):
         net.to_empty(device="cpu")
+        if shape.tie_word_embeddings:
+            # to_empty gives each module its own new tensor, silently untying lm_head and the
+            # embedding; re-tie as from_pretrained would
+            base = net.get_base_model() if hasattr(net, "get_base_model") else net
+            base.lm_head.weight = base.get_input_embeddings().weight
+        # single-tensor AdamW: its per-tensor temporaries are what estimate() models; foreach
+        # would add list-wide temporaries that fused/DeepSpeed optimizers do not have
         opt = torch.optim.AdamW([p for p in net.parameters() if p.requires_grad], lr=1e-5,
                                 foreach=False, fused=False)
         ids = torch.randint(0, shape.vocab_size, (micro_batch, seq_len), device="cpu")
@@ -120,7 +127,7 @@ def trace_step(model: str, seq_len: int, micro_batch: int = 1, gradient_checkpoi
             mark("setup")
             out = net(input_ids=ids, labels=ids)
             loss = out.loss
-            del out
+            del out  # trainers drop the outputs (and their bf16 logits) before backward
             mark("forward")
             loss.backward()
             del loss

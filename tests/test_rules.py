@@ -153,3 +153,31 @@ def test_sarif_format(tmp_path, run_cli):
     assert res["ruleId"] == "batch-arithmetic"
     assert res["locations"][0]["physicalLocation"]["region"] == {"startLine": 2, "startColumn": 3}
     assert [r["id"] for r in doc["runs"][0]["tool"]["driver"]["rules"]] == ["batch-arithmetic"]
+
+
+def test_memory_fit_flags_post_mortem_4_and_passes_the_fix(tmp_path, run_cli):
+    """OpenRLHF SFT of Llama-3-8B on one A100-80GB: OOM without adam_offload, fits with it."""
+    import shutil
+
+    from ftrecipes import recipe
+
+    src = recipe.load("llama8b-sft-a100x1").dir / "rendered"
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    shutil.copytree(src, good)
+    shutil.copytree(src, bad)
+    (bad / "launch.sh").write_text((bad / "launch.sh").read_text().replace("  --ds.adam_offload \\\n", ""))
+    d = json.loads((bad / "ds.json").read_text())
+    d["zero_optimization"].pop("offload_optimizer")
+    (bad / "ds.json").write_text(json.dumps(d, indent=2))
+    code, out, _ = run_cli("lint", "--gpu", "A100-80GB", str(bad))
+    assert code == 1 and "memory-fit" in out and "offload_optimizer" in out
+    assert run_cli("lint", "--gpu", "A100-80GB", str(good))[0] == 0
+    assert run_cli("lint", str(bad))[0] == 0  # no hardware given: not judged
+
+
+def test_memory_fit_judges_every_recipe_on_its_own_hardware(run_cli):
+    from ftrecipes import recipe
+
+    for r in recipe.all_recipes():
+        code, out, _ = run_cli("lint", "--gpu", r.meta["hardware"]["gpu"], str(r.dir / "rendered"))
+        assert code == 0, out

@@ -105,11 +105,9 @@ def _warn_memory(recipe, overrides):
     """Hook for the memory model: warn when overrides make a recipe tight or OOM."""
     if not overrides:
         return
-    try:
-        from .memory import fit
-    except ImportError:
-        return
-    fit.warn_if_tight(recipe, overrides, sys.stderr)
+    from . import recipe_memory
+
+    recipe_memory.warn_if_tight(recipe, overrides, sys.stderr)
 
 
 def _cmd_lint(args):
@@ -197,12 +195,31 @@ def build_parser():
 
 def _register_optional(sub):
     # Sub-commands living in their own subpackages register themselves.
-    for module in ("ftrecipes.memory.cli", "ftrecipes.smoke"):
-        try:
-            mod = __import__(module, fromlist=["register"])
-        except ImportError:
-            continue
-        mod.register(sub)
+    from . import smoke
+    from .memory import cli as memory_cli
+
+    memory_cli.register(sub)
+    smoke.register(sub)
+    sub.choices["estimate"].set_defaults(func=_cmd_estimate)
+
+
+def _cmd_estimate(args):
+    """Recipe mode here (resolve the recipe, its values and ds.json); config mode in memory.cli."""
+    from .memory import cli as memory_cli
+
+    if not args.recipe:
+        return memory_cli.main(args)
+    from . import recipe, recipe_memory, values
+    from .memory.report import render_text
+
+    r = recipe.load(args.recipe)
+    result = recipe_memory.estimate(r, values.parse_sets(r, args.set))
+    if args.svg:
+        from . import atomic
+
+        atomic.write_one(args.svg, recipe_memory.svg(r, result))
+    print(json.dumps(result.to_json(), indent=1) if args.json else render_text(result))
+    return {"fits": 0, "tight": 0, "oom": 3}[result.verdict]
 
 
 def _run(parser, argv):

@@ -4,9 +4,14 @@ import sys
 
 from . import atomic, markers, paths, recipe, render
 
-# Generators of README sections: (README path, section name) -> text. The memory
-# model registers the per-recipe memory table when it is importable.
-SECTIONS = []
+def _memory_section(r):
+    from . import recipe_memory
+
+    return recipe_memory.markdown_table(r, recipe_memory.estimate(r))
+
+
+# Generated sections of each recipe README: (marker name, recipe -> text).
+SECTIONS = [("memory", _memory_section)]
 
 
 def recipe_table():
@@ -23,7 +28,7 @@ def recipe_table():
 
 
 def readme_updates(names=None):
-    """{path: new text} for every README whose generated sections differ from a fresh render."""
+    """{path: new text} for every README section or chart that differs from a fresh render."""
     out = {}
     root = paths.repo_root()
     if root is None:
@@ -45,6 +50,14 @@ def readme_updates(names=None):
                 new = markers.replace(new, section, make(r))
         if new != text:
             out[path] = new
+        if markers.has(text, "memory"):
+            # The chart beside the README, from the same estimate as its table.
+            from . import recipe_memory
+
+            chart = r.dir / "memory.svg"
+            want = recipe_memory.svg(r, recipe_memory.estimate(r))
+            if not chart.is_file() or chart.read_text(encoding="utf-8") != want:
+                out[chart] = want
     return out
 
 
@@ -71,7 +84,7 @@ def main(names, check=False):
     bad = 0
     for path, text in readme_updates(names).items():
         if check:
-            print(f"{path}: generated section stale; run `ftrecipes regen`", file=sys.stderr)
+            print(f"{path}: generated content stale; run `ftrecipes regen`", file=sys.stderr)
             bad += 1
         else:
             atomic.write_one(path, text)

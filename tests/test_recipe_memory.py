@@ -1,0 +1,46 @@
+"""The memory model applied to recipes: estimate RECIPE, render's warning, README tables."""
+
+import json
+
+import pytest
+
+from ftrecipes import recipe, recipe_memory
+
+
+@pytest.mark.parametrize("name", recipe.names())
+def test_every_recipe_fits_its_own_hardware(name):
+    r = recipe.load(name)
+    j = recipe_memory.estimate(r).to_json()
+    assert j["verdict"] in ("fits", "tight"), (name, j["gpu_peak_bytes"] / 2**30)
+    assert j["host_verdict"] in ("fits", "tight", "unknown", None), name
+
+
+def test_estimate_recipe_json(run_cli):
+    code, out, _ = run_cli("estimate", "qwen7b-lora-h100x8", "--json")
+    j = json.loads(out)
+    assert code == 0
+    assert {"gpu_peak_bytes", "host_peak_bytes", "verdict", "phases", "remedies"} <= set(j)
+    assert [p["name"] for p in j["phases"]] == ["setup", "forward", "backward", "step"]
+
+
+def test_estimate_recipe_with_overrides_is_oom_with_remedies(run_cli):
+    code, out, _ = run_cli("estimate", "qwen7b-dpo-v100x8", "--set", "seq_len=8192", "--set", "micro_batch_size=4", "--json")
+    j = json.loads(out)
+    assert code == 3 and j["verdict"] == "oom"
+    assert j["remedies"] and j["remedies"][0]["verdict"] == "fits"
+
+
+def test_render_warns_when_overrides_do_not_fit(run_cli):
+    code, out, err = run_cli("render", "qwen7b-dpo-v100x8", "--set", "seq_len=8192", "--set", "micro_batch_size=4")
+    assert code == 0 and json.loads(out)
+    assert err.startswith("warning: qwen7b-dpo-v100x8 with these values: GPU peak") and "(oom)" in err
+    code, out, err = run_cli("render", "qwen7b-dpo-v100x8", "--set", "grad_accum=8")
+    assert code == 0 and err == ""
+
+
+def test_readme_memory_table_comes_from_the_estimator():
+    r = recipe.load("llama8b-sft-a100x1")
+    text = (r.dir / "README.md").read_text()
+    table = recipe_memory.markdown_table(r, recipe_memory.estimate(r))
+    assert table in text
+    assert (r.dir / "memory.svg").read_text() == recipe_memory.svg(r, recipe_memory.estimate(r))

@@ -1,0 +1,102 @@
+"""The memory model applied to a recipe: its values, hardware and rendered DeepSpeed config.
+
+One place turns a recipe (plus --set overrides) into the estimator's inputs, so
+`ftrecipes estimate RECIPE`, the README memory tables, the chart, render's
+warning and lint's memory-fit rule all agree.
+"""
+
+import json
+
+from . import derive, render, values
+from .errors import UserError
+
+GIB = 1024**3
+
+
+def estimate(recipe, overrides=None):
+    from .memory import estimate_from_values
+
+    overrides = overrides or {}
+    resolved = values.resolve(recipe, overrides)
+    ctx = derive.derive(recipe, resolved, [f"{k}={v}" for k, v in overrides.items()])
+    [(_, ds_text)] = render.render(recipe, overrides, only=recipe.primary.name, check=False)
+    hw = recipe.meta["hardware"]
+    meta = {
+        "model": recipe.meta["model"]["name"],
+        "gpu": hw["gpu"],
+        "method": recipe.meta["method"],
+        "framework": recipe.meta["framework"]["stack"],
+        "world_size": ctx["world_size"],
+        "gpus_per_node": resolved.get("gpus_per_node", hw["gpus_per_node"]),
+        "deepspeed": json.loads(ds_text),
+    }
+    if hw.get("host_ram_gib"):
+        meta["host_ram_gb"] = hw["host_ram_gib"]
+    try:
+        return estimate_from_values(resolved, meta)
+    except (KeyError, ValueError) as exc:
+        raise UserError(f"{recipe.name}: cannot estimate memory: {exc}") from None
+
+
+def _gib(b):
+    return f"{b / GIB:.1f}"
+
+
+def markdown_table(recipe, result):
+    """The README's memory section: GiB per GPU by phase and category, verdicts, host RAM."""
+    j = result.to_json()
+    cats = [c for c in ("params", "grads", "master", "optimizer", "activations", "temporaries", "runtime", "generation")
+            if any(p["by_category"].get(c, 0) for p in j["phases"])]
+    hw = recipe.meta["hardware"]
+    lines = [
+        f"Estimated by `ftrecipes estimate {recipe.name}` for the default values "
+        f"({hw['nodes']}×{hw['gpus_per_node']}×{hw['gpu']}, {j['gpu_bytes'] / GIB:.1f} GiB usable per GPU). "
+        "GiB per GPU, by phase of one training step:",
+        "",
+        "| phase | " + " | ".join(cats) + " | total |",
+        "|---|" + "---:|" * (len(cats) + 1),
+    ]
+    for p in j["phases"]:
+        cells = [_gib(p["by_category"].get(c, 0)) for c in cats]
+        lines.append(f"| {p['name']} | " + " | ".join(cells) + f" | **{_gib(p['total_bytes'])}** |")
+    lines += [
+        "",
+        f"GPU peak **{_gib(j['gpu_peak_bytes'])} GiB** ({j['peak_phase']}): **{j['verdict']}**. "
+        f"Host RAM per node: peak {_gib(j['host_peak_bytes'])} GiB"
+        + (f" of {hw['host_ram_gib']} GiB assumed: **{j['host_verdict']}**." if hw.get("host_ram_gib") else "."),
+    ]
+    host = {k: v for k, v in (j.get("host") or {}).items() if isinstance(v, (int, float)) and v}
+    if host:
+        lines.append("Host RAM by category (GiB): " + ", ".join(f"{k.replace('_', ' ')} {_gib(v)}" for k, v in host.items()) + ".")
+    for note in j.get("notes") or []:
+        lines.append(f"- {note}")
+    lines += ["", f"![memory by phase](memory.svg)", ""]
+    return "\n".join(lines)
+
+
+def svg(recipe, result):
+    from .memory.report import render_svg
+
+    return render_svg(result)
+
+
+def warn_if_tight(recipe, overrides, stream):
+    """render's warning: the overrides make the recipe tight or out of memory."""
+    try:
+        result = estimate(recipe, overrides)
+    except UserError:
+        return
+    j = result.to_json()
+    problems = []
+    if j["verdict"] != "fits":
+        problems.append(f"GPU peak {_gib(j['gpu_peak_bytes'])} of {_gib(j['gpu_bytes'])} GiB ({j['verdict']})")
+    if j.get("host_verdict") not in (None, "fits", "unknown"):
+        problems.append(f"host RAM peak {_gib(j['host_peak_bytes'])} GiB ({j['host_verdict']})")
+    if not problems:
+        return
+    fix = ""
+    for rem in j.get("remedies") or []:
+        if rem.get("verdict") == "fits":
+            fix = f"; cheapest fix: {rem['change']}"
+            break
+    stream.write(f"warning: {recipe.name} with these values: {'; '.join(problems)}{fix} (ftrecipes estimate {recipe.name} --set ...)\n")

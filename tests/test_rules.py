@@ -95,14 +95,19 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("rule_id, bad, good, options", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
-def test_rule_flags_bad_and_passes_good(tmp_path, rule_id, bad, good, options):
+def assert_flags_bad_passes_good(tmp_path, rule_id, bad, good, options):
+    """The pattern every rule's test follows (test_versions uses it too)."""
     (tmp_path / "bad").mkdir()
     (tmp_path / "good").mkdir()
     hits = rule_hits(tmp_path / "bad", bad, rule_id, **options)
     assert hits, f"{rule_id} did not flag"
     assert all(h.line >= 1 and h.column >= 1 for h in hits)
     assert rule_hits(tmp_path / "good", good, rule_id, **options) == []
+
+
+@pytest.mark.parametrize("rule_id, bad, good, options", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_rule_flags_bad_and_passes_good(tmp_path, rule_id, bad, good, options):
+    assert_flags_bad_passes_good(tmp_path, rule_id, bad, good, options)
 
 
 def test_bf16_is_fine_on_a_gpu_with_bf16(tmp_path):

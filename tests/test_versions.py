@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT
 from ftrecipes import launch, recipe, render, schemas, versions
 from ftrecipes.errors import UserError
-from test_rules import rule_hits
+from test_rules import assert_flags_bad_passes_good, rule_hits
 
 NAME = "llama8b-sft-a100x1"
 
@@ -126,12 +126,7 @@ CASES = [
 
 @pytest.mark.parametrize("rule_id, bad, good, options", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_rule_flags_bad_and_passes_good(tmp_path, rule_id, bad, good, options):
-    (tmp_path / "bad").mkdir()
-    (tmp_path / "good").mkdir()
-    hits = rule_hits(tmp_path / "bad", bad, rule_id, **options)
-    assert hits, f"{rule_id} did not flag"
-    assert all(h.line >= 1 and h.column >= 1 for h in hits)
-    assert rule_hits(tmp_path / "good", good, rule_id, **options) == []
+    assert_flags_bad_passes_good(tmp_path, rule_id, bad, good, options)
 
 
 def _all(tmp_path, files, **options):

@@ -1,7 +1,7 @@
 """Where "auto" may appear in a DeepSpeed config."""
 
 from . import ERROR, rule
-from .facts import ds_configs, hf_trainer_present, plain_deepspeed_launch, zero_stage
+from .facts import ds_configs, hf_trainer_present, plain_deepspeed_launch
 
 # Top-level keys whose "auto" only the HF/accelerate integration replaces; DeepSpeed
 # itself raises a TypeError on them. (Inside its pydantic sections DeepSpeed drops
@@ -38,17 +38,3 @@ def auto_without_trainer(setup):
         for path in _autos(ds.data):
             if path[0] in FILLED_BY_TRAINER or path[0] in ("optimizer", "scheduler"):
                 yield ds, path, f'"auto" at {".".join(map(str, path))} but {launch[0].path} launches without an HF Trainer to fill it'
-
-
-@rule("auto-batch-zero3-llamafactory", ERROR, 'train_batch_size "auto" under ZeRO-3 with LLaMA-Factory')
-def auto_batch_zero3_lf(setup):
-    """
-    Under ZeRO-3, LLaMA-Factory builds the model inside `deepspeed.zero.Init` before the
-    process group exists, so DeepSpeed computes "auto" batch values with world size 1 and
-    then fails its batch assertion on more than one GPU. Write the numbers out.
-    """
-    if not setup.of("llamafactory"):
-        return
-    for ds in ds_configs(setup):
-        if zero_stage(ds) == 3 and ds.data.get("train_batch_size") == "auto":
-            yield ds, ("train_batch_size",), 'train_batch_size "auto" under ZeRO-3 with LLaMA-Factory fails at model load; write micro x accumulation x world size'

@@ -57,8 +57,10 @@ def precision_mismatch(setup):
     where an HF Trainer fills it).
     """
     for ds in ds_configs(setup):
-        ds_bf16 = isinstance(ds.data.get("bf16"), dict) and ds.data["bf16"].get("enabled") is True
-        ds_fp16 = isinstance(ds.data.get("fp16"), dict) and ds.data["fp16"].get("enabled") is True
+        enabled = [(ds.data.get(k) or {}).get("enabled") if isinstance(ds.data.get(k), dict) else None for k in ("bf16", "fp16")]
+        if "auto" in enabled:
+            continue  # the trainer fills it from its own flag: nothing to disagree with
+        ds_bf16, ds_fp16 = (e is True for e in enabled)
         for kind in ("trl", "llamafactory"):
             for cfg in setup.of(kind):
                 d = cfg.data if isinstance(cfg.data, dict) else {}

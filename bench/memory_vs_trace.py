@@ -80,9 +80,11 @@ def main(argv=None):
     ap.add_argument("--python", default=sys.executable, help="interpreter with torch+transformers+peft")
     ap.add_argument("--cache", default="/tmp/ftr-memory-traces.json")
     ap.add_argument("--only", type=int, default=None, help="run only the first N cases")
+    ap.add_argument("--model", help="run only the cases of this model (e.g. Llama-3-8B)")
     a = ap.parse_args(argv)
     cache = json.load(open(a.cache)) if os.path.exists(a.cache) else {}
-    cases = CASES[: a.only] if a.only else CASES
+    cases = [c for c in CASES if not a.model or c["model"] == a.model]
+    cases = cases[: a.only] if a.only else cases
     worst = 0.0
     print("| case | phase | trace GB | estimate GB | error | " + " | ".join(f"{c} t/e" for c in CATS) + " |")
     print("|---|---|---:|---:|---:|" + "---|" * len(CATS))

@@ -52,7 +52,11 @@ def _cmd_show(args):
     hw = m["hardware"]
     out.append(f"hardware:   {hw['nodes']} node(s) x {hw['gpus_per_node']} x {hw['gpu']}")
     out.append("tested with: " + ", ".join(f"{k} {v}" for k, v in m["tested_with"].items()))
-    out.append("files:      " + ", ".join(f.name + (" (primary)" if f.primary else "") for f in r.files))
+    out.append("files:      " + ", ".join(
+        f.name + (" (primary)" if f.primary else "") + (f" (when {f.when})" if f.when else "") for f in r.files))
+    supported = m["framework"].get("supported_versions")
+    if supported:
+        out.append("supports:   " + "; ".join(f"{k} {v if isinstance(v, str) else ' | '.join(v)}" for k, v in supported.items()))
     out.append("")
     out.append("default values:")
     width = max(len(k) for k in r.defaults)

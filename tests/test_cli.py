@@ -1,10 +1,9 @@
 import json
 import os
-import sys
 
 import pytest
 
-from conftest import ROOT, run_subprocess
+from conftest import run_subprocess
 from ftrecipes import recipe
 
 

@@ -7,7 +7,6 @@ for parse errors a line:column.
 
 import os
 import re
-import sys
 import time
 
 import pytest

@@ -34,7 +34,7 @@ def test_grpo_lora_zero3_trains(tmp_path):
         "seq_len=64", "max_completion_length=16", "max_steps=3", "logging_steps=1",
         f"output_dir={tmp_path / 'out'}", f"master_port={free_port()}",
     ]
-    r = render_into(NAME, sets, run)
+    render_into(NAME, sets, run)
     (run / "tiny_reward.py").write_text(REWARD)
     [train] = [c for c in shellcmd.commands((run / "launch.sh").read_text()) if c.words[:2] == ["accelerate", "launch"]]
     argv = train.words + [

@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT
 from ftrecipes import launch, recipe, render, schemas, versions
 from ftrecipes.errors import UserError
-from test_rules import assert_flags_bad_passes_good, rule_hits
+from test_rules import assert_flags_bad_passes_good
 
 NAME = "llama8b-sft-a100x1"
 

@@ -4,7 +4,6 @@ A job is a dict for tests/frameworks/truth.py. Builders are registered per
 recipe file format; launch scripts yield one job per framework command in them.
 """
 
-import shlex
 
 from ftrecipes import derive, recipe as recipe_mod, render, shellcmd, values
 

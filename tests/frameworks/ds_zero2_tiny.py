@@ -29,7 +29,6 @@ def main() -> int:
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
     args = ap.parse_args()
 
-    import torch
     import torch.distributed as dist
     import deepspeed
     from transformers import AutoModelForCausalLM, AutoTokenizer

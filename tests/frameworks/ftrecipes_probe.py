@@ -70,7 +70,7 @@ def _patch(mod):
     if getattr(engine_cls, "_ftrecipes_probed", False):
         return
     engine_cls._ftrecipes_probed = True
-    init, backward, step = engine_cls.__init__, engine_cls.backward, engine_cls.step
+    backward, step = engine_cls.backward, engine_cls.step
     state = {"reported": set()}
 
     def probed_backward(self, loss, *args, **kwargs):

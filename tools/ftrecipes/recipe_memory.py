@@ -70,7 +70,7 @@ def markdown_table(recipe, result):
         lines.append("Host RAM by category (GiB): " + ", ".join(f"{k.replace('_', ' ')} {_gib(v)}" for k, v in host.items()) + ".")
     for note in j.get("notes") or []:
         lines.append(f"- {note}")
-    lines += ["", f"![memory by phase](memory.svg)", ""]
+    lines += ["", "![memory by phase](memory.svg)", ""]
     return "\n".join(lines)
 
 

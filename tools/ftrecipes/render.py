@@ -1,7 +1,6 @@
 """Render a recipe's templates with resolved values, and check every file produced."""
 
 import functools
-import json
 from pathlib import Path
 
 import jinja2

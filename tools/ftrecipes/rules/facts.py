@@ -7,7 +7,6 @@ so a finding points at the line that disagrees.
 import re
 from dataclasses import dataclass
 
-from .. import shellcmd
 
 LAUNCHERS = ("torchrun", "deepspeed", "accelerate", "llamafactory-cli", "python", "python3", "trl")
 

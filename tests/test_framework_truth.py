@@ -5,9 +5,8 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT
 from ftrecipes import devenv, recipe
-from truth_jobs import jobs_for
+from truth_jobs import jobs_for, run_truth
 
 pytestmark = pytest.mark.framework
 
@@ -38,15 +37,8 @@ def truth_results(tmp_path_factory):
             by_stack.setdefault(stack, []).append(((name, tuple(sets), fname, job["check"]), job))
     results = {}
     for stack, items in by_stack.items():
-        work = tmp_path_factory.mktemp(f"truth-{stack}")
-        (work / "jobs.json").write_text(json.dumps([job for _, job in items]))
-        python = devenv.ensure_env(stack)
-        proc = subprocess.run(
-            [str(python), str(ROOT / "tests" / "frameworks" / "truth.py"), str(work / "jobs.json"), str(work / "results.json")],
-            env=devenv.run_env(stack), capture_output=True, text=True, timeout=900, cwd=work,
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        for (key, _), res in zip(items, json.loads((work / "results.json").read_text())):
+        out = run_truth(stack, [job for _, job in items], tmp_path_factory.mktemp(f"truth-{stack}"))
+        for (key, _), res in zip(items, out):
             results[key] = res
     return results
 
@@ -89,11 +81,7 @@ def test_deepspeed_sees_the_recipe_batch_and_stage(truth_results):
 def test_deepspeed_rejects_a_batch_mismatch(tmp_path):
     """The check can fail: DeepSpeed's own batch assertion trips on a wrong world size."""
     src = recipe.load("qwen7b-lora-h100x8").dir / "rendered" / "ds.json"
-    (tmp_path / "jobs.json").write_text(json.dumps([{"check": "deepspeed", "path": str(src), "world_size": 3}]))
-    python = devenv.ensure_env("trl")
-    subprocess.run([str(python), str(ROOT / "tests" / "frameworks" / "truth.py"), str(tmp_path / "jobs.json"), str(tmp_path / "out.json")],
-                   env=devenv.run_env("trl"), check=True, capture_output=True, timeout=600)
-    [res] = json.loads((tmp_path / "out.json").read_text())
+    [res] = run_truth("trl", [{"check": "deepspeed", "path": str(src), "world_size": 3}], tmp_path, timeout=600)
     assert not res["ok"] and "train_batch_size" in res["error"]
 
 

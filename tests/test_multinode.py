@@ -22,6 +22,7 @@ import pytest
 
 from ftrecipes import devenv, recipe, render, values
 from ftrecipes.errors import UserError
+from truth_jobs import run_truth
 from smoke_harness import FRAMEWORKS, TIMINGS, assert_engine, free_port, make_assets, read_probe, render_into
 from test_smoke_qwen7b_lora_zero2_a100x2 import STANDIN_LORA_TARGET, qwen_conversations, torchrun_shim
 
@@ -93,12 +94,7 @@ def test_launch_sh_needs_a_node_rank_and_address(tmp_path, env, message):
 
 
 def _truth(stack, jobs, tmp_path):
-    from conftest import ROOT
-
-    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
-    subprocess.run([str(devenv.ensure_env(stack)), str(ROOT / "tests" / "frameworks" / "truth.py"), str(tmp_path / "jobs.json"),
-                    str(tmp_path / "out.json")], env=devenv.run_env(stack), check=True, capture_output=True, timeout=600, cwd=tmp_path)
-    return json.loads((tmp_path / "out.json").read_text())
+    return run_truth(stack, jobs, tmp_path, timeout=600)
 
 
 @pytest.mark.framework

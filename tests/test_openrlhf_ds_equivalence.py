@@ -8,13 +8,12 @@ and each part rejects what it should (unknown flag, wrong launcher world size, e
 """
 
 import json
-import subprocess
 
 import pytest
 
 from conftest import ROOT
 from ftrecipes import devenv
-from truth_jobs import jobs_for
+from truth_jobs import jobs_for, run_truth
 
 pytestmark = pytest.mark.framework
 NAME = "llama8b-sft-a100x1"
@@ -32,12 +31,7 @@ def results(tmp_path_factory):
     del edited["zero_optimization"]["offload_optimizer"]
     (work / "edited.json").write_text(json.dumps(edited))
     cases = {"defaults": job, "typo": typo, "world": two, "edited": dict(job, ds_json=str(work / "edited.json"))}
-    (work / "jobs.json").write_text(json.dumps(list(cases.values())))
-    python = devenv.ensure_env("openrlhf")
-    proc = subprocess.run([str(python), str(ROOT / "tests" / "frameworks" / "truth.py"), str(work / "jobs.json"), str(work / "out.json")],
-                          env=devenv.run_env("openrlhf"), capture_output=True, text=True, timeout=900, cwd=work)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return dict(zip(cases, json.loads((work / "out.json").read_text())))
+    return dict(zip(cases, run_truth("openrlhf", list(cases.values()), work)))
 
 
 def test_parsed_flags_and_config_are_the_recipe(results):
@@ -95,12 +89,7 @@ def era_results(tmp_path_factory):
         # A flag of another era (a real one, with its argument where it takes one).
         extra = [other_era_flag] + (["2"] if other_era_flag == "--zero_stage" else ["sdpa"] if other_era_flag == "--attn_implementation" else [])
         cases[version + "-other-era"] = dict(job, words=job["words"] + extra)
-    (work / "jobs.json").write_text(json.dumps(list(cases.values())))
-    python = devenv.ensure_env("openrlhf")
-    proc = subprocess.run([str(python), str(ROOT / "tests" / "frameworks" / "truth.py"), str(work / "jobs.json"), str(work / "out.json")],
-                          env=devenv.run_env("openrlhf"), capture_output=True, text=True, timeout=1200, cwd=work)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return dict(zip(cases, json.loads((work / "out.json").read_text())))
+    return dict(zip(cases, run_truth("openrlhf", list(cases.values()), work, timeout=1200)))
 
 
 @pytest.mark.parametrize("version", list(ERAS))

@@ -13,13 +13,12 @@ Truth negatives: the LLaMA-Factory checks in frameworks/truth_llamafactory.py ca
 
 import json
 import math
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
-from ftrecipes import devenv, shellcmd
+from ftrecipes import shellcmd
+from truth_jobs import run_truth
 from smoke_harness import free_port, launch, make_assets, read_probe, render_into
 
 NAME = "qwen7b-dpo-v100x8"
@@ -72,13 +71,7 @@ def test_dpo_lora_zero3_offload_fp16_trains(tmp_path):
 
 
 def _truth(jobs, tmp_path):
-    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
-    python = devenv.ensure_env("llamafactory")
-    proc = subprocess.run([str(python), str(ROOT / "tests" / "frameworks" / "truth.py"), str(tmp_path / "jobs.json"),
-                           str(tmp_path / "out.json")], env=devenv.run_env("llamafactory"), capture_output=True,
-                          text=True, timeout=600, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads((tmp_path / "out.json").read_text())
+    return run_truth("llamafactory", jobs, tmp_path, timeout=600)
 
 
 @pytest.mark.framework

@@ -20,6 +20,7 @@ import subprocess
 import pytest
 
 from ftrecipes import devenv
+from truth_jobs import run_truth
 from smoke_harness import FRAMEWORKS, assert_engine, free_port, launch, make_assets, read_probe, render_into
 
 pytestmark = pytest.mark.smoke
@@ -98,7 +99,6 @@ def test_launch_sh_refuses_a_finetune_py_without_the_loading_fix(tmp_path):
 @pytest.mark.framework
 def test_truth_check_rejects_bad_launch_flags(tmp_path):
     """The hf-script truth check can fail: unknown flag, a ds.json mismatch, a wrong process count."""
-    from conftest import ROOT
     from truth_jobs import jobs_for
 
     _, jobs = jobs_for(NAME, [], tmp_path / "render")
@@ -110,10 +110,7 @@ def test_truth_check_rejects_bad_launch_flags(tmp_path):
         "gradient_clipping=1.0 vs hf max_grad_norm=0.5": base["argv"] + ["--max_grad_norm", "0.5"],
         "torchrun starts 4 processes": base["argv"][:nproc] + ["4"] + base["argv"][nproc + 1:],
     }
-    (tmp_path / "jobs.json").write_text(json.dumps([{**base, "argv": argv} for argv in cases.values()]))
-    subprocess.run([str(devenv.ensure_env("trl")), str(ROOT / "tests" / "frameworks" / "truth.py"), str(tmp_path / "jobs.json"),
-                    str(tmp_path / "out.json")], env=devenv.run_env("trl"), check=True, capture_output=True, timeout=600, cwd=tmp_path)
-    results = dict(zip(cases, json.loads((tmp_path / "out.json").read_text())))
+    results = dict(zip(cases, run_truth("trl", [{**base, "argv": argv} for argv in cases.values()], tmp_path, timeout=600)))
     assert results.pop("defaults")["ok"]
     for expected, res in results.items():
         assert not res["ok"] and expected in res["error"], (expected, res)

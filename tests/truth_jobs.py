@@ -66,6 +66,25 @@ def _vllm(ctx, path, cmd):
     return [{"check": "vllm-serve", "args": cmd.words[2:]}]
 
 
+def run_truth(stack, jobs, work, timeout=900):
+    """Run jobs through tests/frameworks/truth.py in the stack's venv; one result per job."""
+    import json
+    import pathlib
+    import subprocess
+
+    from ftrecipes import devenv
+
+    work = pathlib.Path(work)
+    script = pathlib.Path(__file__).resolve().parent / "frameworks" / "truth.py"
+    (work / "jobs.json").write_text(json.dumps(jobs))
+    proc = subprocess.run(
+        [str(devenv.ensure_env(stack)), str(script), str(work / "jobs.json"), str(work / "results.json")],
+        env=devenv.run_env(stack), capture_output=True, text=True, timeout=timeout, cwd=work,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads((work / "results.json").read_text())
+
+
 def _load_plugins():
     """Recipe-specific job builders live in truth_jobs_<stack>.py beside this file."""
     import importlib

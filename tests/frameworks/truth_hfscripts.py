@@ -101,18 +101,3 @@ class _AtWorldSize:
 
     def __getattr__(self, name):
         return getattr(self._args, name)
-
-
-def _register_with_runner():
-    """truth.py runs as __main__, so `from truth import check` registers in a second copy of it.
-
-    Also register in the running one (a no-op once truth.py makes `import truth` return itself).
-    """
-    import sys
-
-    checks = getattr(sys.modules.get("__main__"), "CHECKS", None)
-    if isinstance(checks, dict):
-        checks.setdefault("hf-script", hf_script)
-
-
-_register_with_runner()

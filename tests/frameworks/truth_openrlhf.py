@@ -31,12 +31,7 @@ import json
 import runpy
 import sys
 
-# truth.py runs as __main__, so `import truth` would load a second copy whose registry the
-# runner never reads: register with the running one.
-_runner = sys.modules.get("__main__")
-if not hasattr(_runner, "CHECKS"):
-    import truth as _runner
-CHECKS, check = _runner.CHECKS, _runner.check
+from truth import CHECKS, check
 
 
 class _Stop(BaseException):

@@ -271,29 +271,19 @@ def judged_elsewhere(data, fmt, framework_versions, schema):
     OpenRLHF 0.8.5 against the 0.11.2 schema, which would call it removed).
     """
     hidden = set()
-    if not isinstance(data, dict):
-        return hidden
-    for h in for_format(fmt):
-        version = framework_versions.get(h.framework)
-        if version is None:
-            continue
-        tracked = h.tracked()
+    for h, version, key in _tracked_keys(data, fmt, framework_versions):
         at_schema = schema_version(schema, h.framework)
-        for key in data:
-            if key not in tracked:
-                continue
-            if any(sev == "error" for sev, _ in h.problems(key, version)):
-                hidden.add(key)
-            elif at_schema is None or h.spelled_at(key, at_schema) != key:
-                hidden.add(key)
+        if any(sev == "error" for sev, _ in h.problems(key, version)):
+            hidden.add(key)
+        elif at_schema is None or h.spelled_at(key, at_schema) != key:
+            hidden.add(key)
     return hidden
 
 
-def key_problems(data, fmt, framework_versions):
-    """[(key, severity, message)] for the top-level keys of a document of format fmt."""
-    out = []
+def _tracked_keys(data, fmt, framework_versions):
+    """(history, user's version, key) for each top-level key whose history is tracked."""
     if not isinstance(data, dict):
-        return out
+        return
     for h in for_format(fmt):
         version = framework_versions.get(h.framework)
         if version is None:
@@ -301,5 +291,10 @@ def key_problems(data, fmt, framework_versions):
         tracked = h.tracked()
         for key in data:
             if key in tracked:
-                out.extend((key, sev, msg) for sev, msg in h.problems(key, version))
-    return out
+                yield h, version, key
+
+
+def key_problems(data, fmt, framework_versions):
+    """[(key, severity, message)] for the top-level keys of a document of format fmt."""
+    return [(key, sev, msg) for h, version, key in _tracked_keys(data, fmt, framework_versions)
+            for sev, msg in h.problems(key, version)]

@@ -11,7 +11,6 @@ ignored: their keys and help come from launch_command_parser()'s argument groups
 import dataclasses
 import pathlib
 import sys
-import typing
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
@@ -21,7 +20,7 @@ from accelerate.commands.launch import launch_command_parser  # noqa: E402
 from accelerate.utils import DistributedType, DynamoBackend  # noqa: E402
 from accelerate.utils import constants as C  # noqa: E402
 
-from common import header, short, write  # noqa: E402
+from common import argparse_scalar, closed_object, short, write  # noqa: E402
 
 BOOLISH = {"anyOf": [{"type": "boolean"}, {"enum": ["true", "false", "True", "False"]}]}
 
@@ -73,12 +72,8 @@ def action_schema(a):
         s = dict(OVERRIDES[name])
     elif type(a).__name__ in ("_StoreTrueAction", "_StoreFalseAction") or a.type is bool or getattr(a.type, "__name__", "") == "str_to_bool":
         s = dict(BOOLISH) if a.type is not None else {"type": "boolean"}
-    elif a.choices:
-        s = {"enum": list(a.choices)}
-    elif a.type is int:
-        s = {"type": "integer"}
-    elif a.type is float:
-        s = {"type": "number"}
+    elif argparse_scalar(a):
+        s = argparse_scalar(a)
     elif isinstance(a.default, str) and a.default.lower() in ("true", "false"):
         s = dict(BOOLISH)
     else:
@@ -165,16 +160,12 @@ def build():
         s["description"] = short(desc or (a.help if a is not None and a.help else name.replace("_", " ")))
         props[name] = s
 
-    schema = header("accelerate.schema.json", "accelerate config file",
+    schema = closed_object("accelerate.schema.json", "accelerate config file",
                     f"`accelerate config` / `accelerate launch --config_file` YAML (ClusterConfig), generated from accelerate "
                     f"{accelerate.__version__} by tools/schemagen/accelerate_schema.py. Unknown top-level keys are rejected "
                     "(as ClusterConfig.from_yaml_file does); unknown keys in the *_config sub-dicts are rejected here "
-                    "because accelerate launch silently ignores them.")
-    schema["x-framework"] = {"name": "accelerate", "version": accelerate.__version__}
-    schema["type"] = "object"
-    schema["required"] = ["distributed_type"]
-    schema["properties"] = props
-    schema["additionalProperties"] = False
+                    "because accelerate launch silently ignores them.",
+                    {"name": "accelerate", "version": accelerate.__version__}, props, required=["distributed_type"])
     # With deepspeed_config_file, DeepSpeedPlugin._deepspeed_config_checks raises if the accelerate config
     # also sets these (launch passes the deepspeed_config keys, and mixed_precision when it came from the
     # config file, in ACCELERATE_CONFIG_DS_FIELDS). Only on the DeepSpeed launcher path (not use_cpu).

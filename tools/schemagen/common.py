@@ -14,13 +14,27 @@ REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "schemas"
 
 
-def header(file_name, title, description):
-    return {
-        "$schema": DRAFT,
-        "$id": f"https://ftrecipes.dev/schemas/{file_name}",
-        "title": title,
-        "description": description,
-    }
+def closed_object(file_name, title, description, framework, properties, required=None):
+    """A generated top-level schema: a closed object of the given properties (unknown keys rejected)."""
+    schema = {"$schema": DRAFT, "$id": f"https://ftrecipes.dev/schemas/{file_name}", "title": title, "description": description}
+    schema["x-framework"] = framework
+    schema["type"] = "object"
+    if required:
+        schema["required"] = required
+    schema["properties"] = properties
+    schema["additionalProperties"] = False
+    return schema
+
+
+def argparse_scalar(action):
+    """enum / integer / number for an argparse action with choices or a numeric type, else None."""
+    if action.choices:
+        return {"enum": list(action.choices)}
+    if action.type is int:
+        return {"type": "integer"}
+    if action.type is float:
+        return {"type": "number"}
+    return None
 
 
 def attribute_docstrings(cls):

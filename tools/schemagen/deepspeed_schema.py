@@ -22,7 +22,7 @@ import deepspeed  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 from pydantic_core import PydanticUndefined  # noqa: E402
 
-from common import attribute_docstrings, header, short, write  # noqa: E402
+from common import attribute_docstrings, closed_object, short, write  # noqa: E402
 
 from deepspeed.runtime.config import HybridEngineConfig, _REMOVED_TOP_LEVEL_CONFIG_KEYS, _REMOVED_ZERO_CONFIG_KEYS  # noqa: E402
 from deepspeed.runtime.zero.config import DeepSpeedZeroConfig  # noqa: E402
@@ -439,14 +439,11 @@ def build():
     for k, msg in _REMOVED_TOP_LEVEL_CONFIG_KEYS.items():
         props[k] = {"not": {}, "description": short("Removed in DeepSpeed 0.19.8 (DeepSpeedConfig raises): " + msg)}
 
-    schema = header("deepspeed.schema.json", "DeepSpeed config",
+    schema = closed_object("deepspeed.schema.json", "DeepSpeed config",
                     f"DeepSpeed JSON config as parsed by deepspeed.runtime.config.DeepSpeedConfig, generated from deepspeed {deepspeed.__version__} "
                     "by tools/schemagen/deepspeed_schema.py. Unknown top-level keys are rejected here because DeepSpeed silently ignores them. "
-                    '"auto" is allowed only where HF Trainer / accelerate fill it in before DeepSpeed sees the config.')
-    schema["x-framework"] = {"name": "deepspeed", "version": deepspeed.__version__}
-    schema["type"] = "object"
-    schema["properties"] = dict(sorted(props.items()))
-    schema["additionalProperties"] = False
+                    '"auto" is allowed only where HF Trainer / accelerate fill it in before DeepSpeed sees the config.',
+                           {"name": "deepspeed", "version": deepspeed.__version__}, dict(sorted(props.items())))
     # DeepSpeedConfig asserts 'bfloat16 and fp16 modes cannot be simultaneously enabled'.
     schema["not"] = {
         "description": "bf16.enabled and fp16.enabled cannot both be true.",

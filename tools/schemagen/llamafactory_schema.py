@@ -26,7 +26,7 @@ from llamafactory.hparams import (  # noqa: E402
 from llamafactory.hparams.evaluation_args import EvaluationArguments  # noqa: E402
 from llamafactory.hparams import parser as lf_parser  # noqa: E402
 
-from common import header, jsonable_default, short, type_schema, write  # noqa: E402
+from common import closed_object, jsonable_default, short, type_schema, write  # noqa: E402
 
 COMMANDS = {
     "train": lf_parser._TRAIN_ARGS,
@@ -75,16 +75,13 @@ def build():
         if commands[name] == ["eval"]:
             s["description"] = short(s["description"], 360) + " [llamafactory-cli eval only]"
     # Widely used spelling mistakes / removed keys get a pointer instead of a bare "unexpected".
-    schema = header("llamafactory.schema.json", "LLaMA-Factory config (llamafactory-cli YAML)",
+    return closed_object("llamafactory.schema.json", "LLaMA-Factory config (llamafactory-cli YAML)",
                     f"YAML for `llamafactory-cli train|chat|export|eval config.yaml`, generated from llamafactory {llamafactory.__version__} "
                     f"(transformers {transformers.__version__}) by tools/schemagen/llamafactory_schema.py from ModelArguments, "
                     "DataArguments, TrainingArguments (Seq2SeqTrainingArguments), FinetuningArguments, GeneratingArguments "
-                    "and EvaluationArguments. Literal choices are enforced here (LLaMA-Factory's dict parsing does not check them).")
-    schema["x-framework"] = {"name": "llamafactory", "version": llamafactory.__version__, "transformers": transformers.__version__}
-    schema["type"] = "object"
-    schema["properties"] = props
-    schema["additionalProperties"] = False
-    return schema
+                    "and EvaluationArguments. Literal choices are enforced here (LLaMA-Factory's dict parsing does not check them).",
+                         {"name": "llamafactory", "version": llamafactory.__version__, "transformers": transformers.__version__},
+                         props)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import trl  # noqa: E402
 import transformers  # noqa: E402
 from accelerate.commands.launch import launch_command_parser  # noqa: E402
 
-from common import header, jsonable_default, short, type_schema, write  # noqa: E402
+from common import argparse_scalar, closed_object, jsonable_default, short, type_schema, write  # noqa: E402
 
 COMMANDS = ["sft", "dpo", "grpo", "kto", "reward", "rloo", "distillation"]
 # Free-`str` fields whose valid values TRL only documents in the help text (checked in __post_init__ or
@@ -141,12 +141,8 @@ def build():
             continue
         if type(a).__name__ in ("_StoreTrueAction", "_StoreFalseAction"):
             s = {"type": "boolean"}
-        elif a.choices:
-            s = {"enum": list(a.choices)}
-        elif a.type is int:
-            s = {"type": "integer"}
-        elif a.type is float:
-            s = {"type": "number"}
+        elif argparse_scalar(a):
+            s = argparse_scalar(a)
         else:
             s = {"type": ["string", "number", "boolean"]}
         s["description"] = short(f"accelerate launch --{key} (only through the `trl` CLI). " + (a.help or ""))
@@ -156,17 +152,13 @@ def build():
                                   "description": "accelerate config for the `trl` CLI: a path or a bundled name (single_gpu, multi_gpu, zero1, zero2, zero3, fsdp1, fsdp2)."}
     props["config_file"] = {"type": "string", "x-launcher": "accelerate", "description": "accelerate launch --config_file (only through the `trl` CLI)."}
 
-    schema = header("trl.schema.json", "TRL training config (TrlParser YAML)",
+    return closed_object("trl.schema.json", "TRL training config (TrlParser YAML)",
                     f"YAML for `trl <sft|dpo|grpo|kto|reward|rloo|distillation> --config file.yaml`, generated from trl {trl.__version__} "
                     f"(transformers {transformers.__version__}) by tools/schemagen/trl_schema.py: union of the script arguments, "
                     "ModelConfig, DatasetMixtureConfig and each trainer config (TrainingArguments subclasses). `x-trainers` "
-                    "lists the config classes accepting a key; which command applies is not known from the file alone.")
-    schema["x-framework"] = {"name": "trl", "version": trl.__version__, "transformers": transformers.__version__,
-                             "trainers": all_configs}
-    schema["type"] = "object"
-    schema["properties"] = props
-    schema["additionalProperties"] = False
-    return schema
+                    "lists the config classes accepting a key; which command applies is not known from the file alone.",
+                    {"name": "trl", "version": trl.__version__, "transformers": transformers.__version__, "trainers": all_configs},
+                    props)
 
 
 if __name__ == "__main__":

@@ -190,7 +190,7 @@ def _schema(r, key):
 def _value_strategy(prop):
     if "enum" in prop:
         return st.sampled_from(prop["enum"])
-    kind = values._kind(prop)
+    kind = values.kind_of(prop)
     if kind == "integer":
         return st.integers(-3, 70_000)
     if kind == "number":

@@ -5,10 +5,6 @@ from . import schemas, shellcmd, sources, values
 OPENRLHF_PREFIX = "openrlhf.cli."
 
 
-def _kind_of(prop_schema):
-    return values._kind(prop_schema) if isinstance(prop_schema, dict) else "string"
-
-
 def openrlhf_commands(text):
     """(command, module index) for every command in the script that runs an OpenRLHF trainer."""
     for cmd in shellcmd.commands(text):
@@ -29,8 +25,9 @@ def openrlhf_document(text, path):
         return None
     cmd, idx = found[0]
     flags, dups = shellcmd.flags_after(cmd, idx + 1)
-    props = schemas.load_schema("openrlhf.schema.json").get("properties", {}) if _have_schema() else {}
+    props = schemas.load_schema("openrlhf.schema.json").get("properties", {})
     data = {}
+    lines = text.split("\n")
     for name, (raw, line) in flags.items():
         prop = props.get(name)
         value = raw
@@ -40,33 +37,17 @@ def openrlhf_document(text, path):
         elif prop is not None and raw is not True:
             value = _typed(raw, prop)
         data[name] = value
-        col = _column(text, line, "--" + name)
+        col = shellcmd.column(lines, line, "--" + name)
         doc.key_positions[(name,)] = (line, col)
         doc.positions[(name,)] = (line, col)
     doc.data = data
-    doc.duplicates = [((name,), line, _column(text, line, "--" + name)) for name, line in dups]
+    doc.duplicates = [((name,), line, shellcmd.column(lines, line, "--" + name)) for name, line in dups]
     doc.module = cmd.words[idx]
-    doc.command_line = cmd.line
     return doc
 
 
 def _typed(raw, prop):
     try:
-        return values.coerce(raw, _kind_of(prop))
+        return values.coerce(raw, values.kind_of(prop))
     except ValueError:
         return raw  # the schema reports the wrong type
-
-
-def _column(text, line, needle):
-    lines = text.splitlines()
-    if 0 < line <= len(lines):
-        pos = lines[line - 1].find(needle)
-        if pos >= 0:
-            return pos + 1
-    return 1
-
-
-def _have_schema():
-    from . import paths
-
-    return (paths.schemas_dir() / "openrlhf.schema.json").is_file()

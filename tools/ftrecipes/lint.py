@@ -69,12 +69,11 @@ def _shell_doc(text, path):
     """A launch script as a Document whose positions are its commands and words."""
     doc = sources.Document(path=path, data={}, text=text)
     cmds = list(shellcmd.commands(text))
-    lines = text.split("\n")  # as shellcmd numbers them
+    lines = text.split("\n")
     for i, cmd in enumerate(cmds):
         doc.positions[("command", i)] = (cmd.line, 1)
         for j, (word, line) in enumerate(zip(cmd.words, cmd.word_lines)):
-            col = lines[line - 1].find(word) + 1 if 0 < line <= len(lines) else 1
-            doc.positions[("command", i, j)] = (line, max(col, 1))
+            doc.positions[("command", i, j)] = (line, shellcmd.column(lines, line, word))
     return doc, cmds
 
 

@@ -4,15 +4,6 @@ import sys
 
 from . import atomic, markers, paths, recipe, render
 
-def _memory_section(r):
-    from . import recipe_memory
-
-    return recipe_memory.markdown_table(r, recipe_memory.estimate(r))
-
-
-# Generated sections of each recipe README: (marker name, recipe -> text).
-SECTIONS = [("memory", _memory_section)]
-
 
 def recipe_table():
     rows = ["| recipe | model | method | framework | hardware | version | summary |", "|---|---|---|---|---|---|---|"]
@@ -41,23 +32,20 @@ def readme_updates(names=None):
             out[top] = new
     for r in ([recipe.load(n) for n in names] if names else recipe.all_recipes()):
         path = r.dir / "README.md"
-        if not path.is_file():
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        if not markers.has(text, "memory"):
             continue
-        text = path.read_text(encoding="utf-8")
-        new = text
-        for section, make in SECTIONS:
-            if markers.has(new, section):
-                new = markers.replace(new, section, make(r))
+        from . import recipe_memory
+
+        # The README's memory table and the chart beside it come from one estimate.
+        result = recipe_memory.estimate(r)
+        new = markers.replace(text, "memory", recipe_memory.markdown_table(r, result))
         if new != text:
             out[path] = new
-        if markers.has(text, "memory"):
-            # The chart beside the README, from the same estimate as its table.
-            from . import recipe_memory
-
-            chart = r.dir / "memory.svg"
-            want = recipe_memory.svg(r, recipe_memory.estimate(r))
-            if not chart.is_file() or chart.read_text(encoding="utf-8") != want:
-                out[chart] = want
+        chart = r.dir / "memory.svg"
+        want = recipe_memory.svg(r, result)
+        if not chart.is_file() or chart.read_text(encoding="utf-8") != want:
+            out[chart] = want
     return out
 
 
@@ -66,9 +54,9 @@ def expected(r):
     return {f.name: (text, f.executable) for f, text in render.render(r)}
 
 
-def stale(r):
+def stale(r, want=None):
     """Names of rendered/ files that differ from a fresh render, are missing, or are extra."""
-    want = expected(r)
+    want = expected(r) if want is None else want
     out_dir = r.dir / "rendered"
     have = {p.name for p in out_dir.iterdir() if p.is_file()} if out_dir.is_dir() else set()
     problems = [name for name in sorted(have - set(want))]
@@ -90,16 +78,15 @@ def main(names, check=False):
             atomic.write_one(path, text)
             print(f"rewrote {path}", file=sys.stderr)
     for r in recipes:
-        problems = stale(r)
+        want = expected(r)
+        problems = stale(r, want)
         if check:
             for name in problems:
                 print(f"{r.dir / 'rendered' / name}: stale; run `ftrecipes regen {r.name}`", file=sys.stderr)
             bad += len(problems)
-            continue
-        want = expected(r)
-        atomic.write_all(r.dir / "rendered", want, force=True)
-        for extra in set(p.name for p in (r.dir / "rendered").iterdir()) - set(want):
-            (r.dir / "rendered" / extra).unlink()
-        if problems:
+        elif problems:
+            atomic.write_all(r.dir / "rendered", want, force=True)
+            for extra in set(p.name for p in (r.dir / "rendered").iterdir()) - set(want):
+                (r.dir / "rendered" / extra).unlink()
             print(f"{r.name}: rewrote {', '.join(problems)}", file=sys.stderr)
     return 1 if bad else 0

@@ -64,7 +64,7 @@ def _dotted(path):
     return out or "(top level)"
 
 
-def _resolve(validator_, schema):
+def resolve_ref(validator_, schema):
     """Follow a $ref so that error messages can list the allowed keys and types."""
     seen = 0
     while isinstance(schema, dict) and "$ref" in schema and seen < 10:
@@ -74,7 +74,7 @@ def _resolve(validator_, schema):
 
 
 def _expectation(v, schema):
-    schema = _resolve(v, schema)
+    schema = resolve_ref(v, schema)
     if not isinstance(schema, dict):
         return "a valid value"
     if "const" in schema:
@@ -101,7 +101,7 @@ def _expectation(v, schema):
 
 
 def _allowed_keys(v, schema):
-    schema = _resolve(v, schema)
+    schema = resolve_ref(v, schema)
     keys = list(schema.get("properties", {}))
     for word in ("allOf", "anyOf", "oneOf"):
         for sub in schema.get(word, []):

@@ -142,3 +142,12 @@ def find_module(cmd, prefix):
         if w.startswith(prefix) and w.endswith(".py") is False and "/" not in w and i > 0 and cmd.words[i - 1].endswith("python"):
             return i
     return None
+
+
+def column(lines, line, needle):
+    """1-based column of needle on a line; lines = text.split("\\n"), numbered as commands() numbers them."""
+    if 0 < line <= len(lines):
+        pos = lines[line - 1].find(needle)
+        if pos >= 0:
+            return pos + 1
+    return 1

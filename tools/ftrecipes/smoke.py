@@ -7,7 +7,6 @@ restricted to that recipe, in the pinned stack environments.
 import subprocess
 import sys
 
-from . import paths, recipe
 from .errors import UserError
 
 
@@ -19,6 +18,8 @@ def register(sub):
 
 
 def main(args):
+    from . import paths, recipe
+
     root = paths.repo_root()
     if root is None or not (root / "tests").is_dir():
         raise UserError("`ftrecipes smoke` runs the repository's tests; run it from a checkout")

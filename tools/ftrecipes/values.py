@@ -19,7 +19,7 @@ def _property_schema(recipe, key):
     stack = [schema]
     # A recipe narrows a vocabulary entry with allOf/$ref: gather every part so the type is known.
     while stack:
-        part = schemas._resolve(v, stack.pop())
+        part = schemas.resolve_ref(v, stack.pop())
         if not isinstance(part, dict):
             continue
         for k, val in part.items():
@@ -32,7 +32,10 @@ def _property_schema(recipe, key):
     return merged
 
 
-def _kind(prop):
+def kind_of(prop):
+    """The JSON type a property schema asks for (string when it says nothing usable)."""
+    if not isinstance(prop, dict):
+        return "string"
     if "type" in prop:
         t = prop["type"]
         return t if isinstance(t, str) else next((x for x in t if x != "null"), "string")
@@ -83,7 +86,7 @@ def parse_sets(recipe, items):
             # An argv byte that is not UTF-8 arrives as a lone surrogate: no file can hold it.
             raise UserError(f"--set {key}: value is not valid UTF-8")
         try:
-            out[key] = coerce(raw, _kind(prop))
+            out[key] = coerce(raw, kind_of(prop))
         except ValueError as exc:
             raise UserError(f"--set {item}: {key}: {exc}") from None
     return out

@@ -1,11 +1,10 @@
 """Lint config files: find them, parse them, run the schema checks and the rules."""
 
-import copy
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import detect, formats, launch, rules, schemas, shellcmd, sources, versions
+from . import detect, formats, launch, rules, shellcmd, sources, versions
 from .errors import UserError
 from .findings import ERROR, Finding
 
@@ -142,15 +141,7 @@ def check_config(cfg, framework_versions=None):
         findings.append(Finding(cfg.path, line, col, "wrong-type", ERROR, f"a {fmt.description} must be a mapping at the top level"))
         return findings
     if fmt.schema:
-        schema = schemas.load_schema(fmt.schema)
-        doc = cfg.doc
-        # Keys valid at the user's --framework-version that this schema's release spells
-        # differently: rule framework-version judges them, not the schema.
-        hidden = versions.judged_elsewhere(doc.data, cfg.kind, framework_versions or {}, schema)
-        if hidden:
-            doc = copy.copy(doc)
-            doc.data = {k: v for k, v in doc.data.items() if k not in hidden}
-        findings.extend(schemas.check(doc, schema, fmt.unknown_note))
+        findings.extend(versions.schema_findings(cfg.doc, fmt, framework_versions))
     return findings
 
 

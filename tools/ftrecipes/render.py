@@ -5,7 +5,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import derive, formats, launch, paths, schemas, sources, versions
+from . import derive, formats, launch, paths, sources, versions
 from . import values as values_mod
 from .errors import UserError
 from .findings import Finding
@@ -119,17 +119,12 @@ def check_output(rfile, text, label, framework_versions=None):
         return []
     if fmt.schema is None:
         return []
-    schema = schemas.load_schema(fmt.schema)
-    fv = framework_versions or {}
-    hidden = versions.judged_elsewhere(doc.data, fmt.name, fv, schema)
     problems = []
-    for key, severity, message in versions.key_problems(doc.data, fmt.name, fv):
+    for key, severity, message in versions.key_problems(doc.data, fmt.name, framework_versions or {}):
         if severity == "error":
             line, col = doc.where((key,))
             problems.append(Finding(str(doc.path), line, col, "framework-version", severity, message))
-    if hidden:
-        doc.data = {k: v for k, v in doc.data.items() if k not in hidden}
-    return problems + schemas.check(doc, schema, fmt.unknown_note)
+    return problems + versions.schema_findings(doc, fmt, framework_versions)
 
 
 def render(recipe, overrides=None, only=None, check=True):

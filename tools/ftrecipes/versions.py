@@ -298,3 +298,19 @@ def key_problems(data, fmt, framework_versions):
     """[(key, severity, message)] for the top-level keys of a document of format fmt."""
     return [(key, sev, msg) for h, version, key in _tracked_keys(data, fmt, framework_versions)
             for sev, msg in h.problems(key, version)]
+
+
+def schema_findings(doc, fmt, framework_versions=None):
+    """The format schema's findings for a document, at the user's framework versions.
+
+    Keys whose history says the schema (made from one release) cannot judge them at these
+    versions are left out; the framework-version rule reports those instead.
+    """
+    import copy
+
+    schema = schemas.load_schema(fmt.schema)
+    hidden = judged_elsewhere(doc.data, fmt.name, framework_versions or {}, schema)
+    if hidden:
+        doc = copy.copy(doc)
+        doc.data = {k: v for k, v in doc.data.items() if k not in hidden}
+    return schemas.check(doc, schema, fmt.unknown_note)

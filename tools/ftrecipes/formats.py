@@ -33,7 +33,7 @@ def _emit_json(value):
 _YAML_BREAKS = "\r\n\x85\u2028\u2029"
 
 
-def _yaml_quoted(value):
+def yaml_quoted(value):
     """A one-line YAML flow value from JSON text (JSON is YAML), with the characters YAML reads as
     line breaks or refuses raw (NEL, LS, PS, C1 controls, BOM, surrogates) written as escapes."""
     out = []
@@ -65,13 +65,13 @@ def _emit_yaml(value):
         return "''"
     if _has_breaks(value):
         # PyYAML's emitter writes these raw inside a quoted scalar (a lone NEL comes back as a space).
-        return _yaml_quoted(value)
+        return yaml_quoted(value)
     text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=10_000, sort_keys=False)
     text = text.removesuffix("\n...\n").removesuffix("\n")
     if "\n" in text:
         # A multi-line scalar written inline would need indentation we can't know here;
         # a JSON string is a valid one-line YAML double-quoted scalar.
-        return _yaml_quoted(value)
+        return yaml_quoted(value)
     return text
 
 

@@ -66,7 +66,7 @@ def _describe(value):
         return "true" if value else "false"
     # JSON with YAML's other line breaks (NEL, U+2028/9) escaped too: a raw one would end the
     # comment and turn the rest of the value into YAML content.
-    return formats._yaml_quoted(value)
+    return formats.yaml_quoted(value)
 
 
 def _normalise(text):

@@ -1,0 +1,215 @@
+"""The memory estimate against GPU-memory figures published by others (READMEs, tutorials, issues).
+
+    python bench/published_memory.py [--split heldout|train|all] [--json] [--cases FILE]
+
+Cases live in bench/published_memory/cases.yaml (format at the top of that file). Each case's
+`setup` is passed to ftrecipes.memory.estimate.Setup as keyword arguments; a key Setup does not
+know, or a value the model rejects (unknown GPU or model, bad stage), makes the case "not
+expressible" with the reason, and it is counted, never dropped.
+
+What is compared with what:
+  measured nvidia-smi -> estimated reserved + CUDA context (nvidia-smi sees the whole process)
+  measured reserved   -> estimated reserved  (torch.cuda.max_memory_reserved)
+  measured allocated  -> estimated allocated (torch.cuda.max_memory_allocated / peak active)
+  measured oom | ran  -> the verdict only
+The estimate's allocated figure is Result.gpu_allocated_bytes when the model provides it, else
+gpu_peak_bytes less the "runtime" category (CUDA context and other memory the caching
+allocator never sees). Its reserved figure is Result.gpu_reserved_bytes when present, else the
+allocated figure (no allocator model yet). The CUDA context is Result.cuda_context_bytes when
+present, else that runtime category.
+
+Verdict agreement: a reported OOM agrees when the estimate says "oom", or "tight" with the
+card-level figure (reserved + context) above the GPU's capacity; a run that completed (a figure
+or "ran") agrees when the estimate does not say "oom".
+Exit status 0 unless the case file is unusable (2).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tools"))
+
+from ftrecipes.errors import UserError  # noqa: E402  (after the path insert)
+from ftrecipes.memory.estimate import Setup  # noqa: E402
+from ftrecipes.memory.inputs import SETUP_FIELDS, run  # noqa: E402
+from ftrecipes.sources import parse_yaml, read_text  # noqa: E402
+
+CASES = os.path.join(HERE, "published_memory", "cases.yaml")
+GiB = 1024 ** 3
+WHAT = ("nvidia-smi", "reserved", "allocated", "oom", "ran")
+SPLITS = ("train", "heldout")
+REQUIRED = ("id", "split", "source", "measured", "assumptions", "setup")
+MAX_BYTES = 4 * 1024 * 1024
+
+
+def split_of(case_id: str) -> str:
+    """The rule stated at the top of cases.yaml; fixed before anything was fitted."""
+    return "heldout" if int(hashlib.sha1(case_id.encode("utf-8")).hexdigest(), 16) % 3 == 0 else "train"
+
+
+def problems(cases) -> list[str]:
+    """Everything wrong with the case list, one line each (empty: the file is usable)."""
+    if not isinstance(cases, list) or not cases:
+        return ["the file must be a non-empty list of cases"]
+    out, seen = [], set()
+    for i, c in enumerate(cases):
+        name = c.get("id") if isinstance(c, dict) else None
+        where = f"case {i + 1} ({name or 'no id'})"
+        if not isinstance(c, dict):
+            out.append(f"{where}: not a mapping")
+            continue
+        out += [f"{where}: missing {k}" for k in REQUIRED if k not in c]
+        if name in seen:
+            out.append(f"{where}: duplicate id")
+        seen.add(name)
+        if isinstance(name, str) and c.get("split") != split_of(name):
+            out.append(f"{where}: split {c.get('split')!r} breaks the rule (should be {split_of(name)!r})")
+        src = c.get("source") or {}
+        if not isinstance(src, dict) or not src.get("quote") or not (src.get("url") or src.get("repo")):
+            out.append(f"{where}: source needs a quote and a url or repo")
+        m = c.get("measured") or {}
+        what = m.get("what") if isinstance(m, dict) else None
+        if what not in WHAT:
+            out.append(f"{where}: measured.what must be one of {', '.join(WHAT)}")
+        elif what in ("oom", "ran") and "gib" in m:
+            out.append(f"{where}: an {what} outcome has no figure")
+        elif what not in ("oom", "ran") and not (isinstance(m.get("gib"), (int, float)) and m["gib"] > 0):
+            out.append(f"{where}: measured.gib must be a positive number")
+        if not isinstance(c.get("assumptions", []), list):
+            out.append(f"{where}: assumptions must be a list")
+        if not isinstance(c.get("setup"), dict) or not c.get("setup"):
+            out.append(f"{where}: setup must be a non-empty mapping")
+    return out
+
+
+def load(path: str = CASES) -> list[dict]:
+    cases = parse_yaml(read_text(path, max_bytes=MAX_BYTES), path).data
+    bad = problems(cases)
+    if bad:
+        raise UserError(bad[0] + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""), path=path)
+    return cases
+
+
+def figures(r) -> dict:
+    """Allocated, reserved and card-level (nvidia-smi) peaks of an estimate, in bytes."""
+    # every phase carries the same runtime bytes; the peak may be a steady state that is no phase
+    runtime = max((p.by_category.get("runtime", 0.0) for p in r.phases), default=0.0)
+    allocated = getattr(r, "gpu_allocated_bytes", None)
+    if allocated is None:
+        allocated = r.gpu_peak_bytes - runtime
+    reserved = getattr(r, "gpu_reserved_bytes", None)
+    if reserved is None:
+        reserved = allocated
+    context = getattr(r, "cuda_context_bytes", None)
+    if context is None:
+        context = runtime
+    return {"allocated": allocated, "reserved": reserved, "nvidia-smi": reserved + context}
+
+
+def evaluate(case: dict) -> dict:
+    m = case["measured"]
+    row = {"id": case["id"], "split": case["split"], "what": m["what"], "measured_gib": m.get("gib")}
+    unknown = sorted(set(case["setup"]) - SETUP_FIELDS)
+    if unknown:
+        return {**row, "expressible": False, "why": "Setup has no " + ", ".join(unknown)}
+    try:
+        r = run(Setup(**case["setup"]), with_remedies=False)
+    except (KeyError, ValueError, TypeError) as e:
+        return {**row, "expressible": False, "why": str(e).strip("'\"")}
+    f = figures(r)
+    row.update(expressible=True, verdict=r.verdict, capacity_gib=r.gpu_bytes / GiB,
+               allocated_gib=f["allocated"] / GiB, reserved_gib=f["reserved"] / GiB, card_gib=f["nvidia-smi"] / GiB)
+    if m["what"] == "oom":
+        row["agrees"] = r.verdict == "oom" or (r.verdict == "tight" and f["nvidia-smi"] > r.gpu_bytes)
+    else:
+        row["agrees"] = r.verdict != "oom"
+    if m["what"] not in ("oom", "ran"):
+        est = f[m["what"]] / GiB
+        row["estimate_gib"] = est
+        row["error_pct"] = 100.0 * (est - m["gib"]) / m["gib"]
+    return row
+
+
+def summary(rows: list[dict]) -> dict:
+    ok = [r for r in rows if r["expressible"]]
+    errs = [r["error_pct"] for r in ok if "error_pct" in r]
+    ooms = [r for r in ok if r["what"] == "oom"]
+    ran = [r for r in ok if r["what"] != "oom"]
+    return {
+        "cases": len(rows), "expressible": len(ok), "not_expressible": len(rows) - len(ok),
+        "figures": len(errs),
+        "median_abs_error_pct": statistics.median(abs(e) for e in errs) if errs else None,
+        "low": sum(e < 0 for e in errs), "high": sum(e > 0 for e in errs),
+        "verdict_agreement": sum(r["agrees"] for r in ok), "verdict_total": len(ok),
+        "oom_reported": len(ooms), "oom_recall": sum(r["agrees"] for r in ooms),
+        "oom_reported_not_expressible": sum(r["what"] == "oom" and not r["expressible"] for r in rows),
+        "false_oom": sum(not r["agrees"] for r in ran), "ran_total": len(ran),
+    }
+
+
+def _num(v, fmt="{:.1f}"):
+    return "" if v is None else fmt.format(v)
+
+
+def report(rows: list[dict], sums: dict) -> str:
+    out = ["# Memory estimate vs published measurements", "",
+           "Output of `python bench/published_memory.py` (cases: bench/published_memory/cases.yaml). "
+           "Estimates are per GPU: allocated / reserved / card (reserved + CUDA context, what nvidia-smi shows) "
+           "of the GPU's capacity; `compared` is the one matching what was measured. Error % = "
+           "(estimate - measured) / measured.", "",
+           "| case | split | measured | GiB | estimate GiB (alloc / reserved / card) | compared | error % | verdict | agrees |",
+           "|---|---|---|---:|---|---:|---:|---|---|"]
+    for r in rows:
+        if not r["expressible"]:
+            out.append(f"| {r['id']} | {r['split']} | {r['what']} | {_num(r['measured_gib'], '{:.2f}')} | "
+                       f"not expressible: {r['why']} | | | | |")
+            continue
+        est = f"{r['allocated_gib']:.2f} / {r['reserved_gib']:.2f} / {r['card_gib']:.2f} of {r['capacity_gib']:.1f}"
+        out.append(f"| {r['id']} | {r['split']} | {r['what']} | {_num(r['measured_gib'], '{:.2f}')} | {est} | "
+                   f"{_num(r.get('estimate_gib'), '{:.2f}')} | {_num(r.get('error_pct'), '{:+.1f}')} | {r['verdict']} | "
+                   f"{'yes' if r['agrees'] else 'NO'} |")
+    out += ["", "| split | cases | expressible | figures | median abs error % | low / high | verdicts agree | "
+            "OOM recall | false OOM | not expressible |", "|---|---:|---:|---:|---:|---|---|---|---|---:|"]
+    for name, s in sums.items():
+        recall = f"{s['oom_recall']}/{s['oom_reported']}"
+        if s["oom_reported_not_expressible"]:
+            recall += f" (+{s['oom_reported_not_expressible']} not expressible)"
+        out.append(f"| {name} | {s['cases']} | {s['expressible']} | {s['figures']} | "
+                   f"{_num(s['median_abs_error_pct'])} | {s['low']} / {s['high']} | "
+                   f"{s['verdict_agreement']}/{s['verdict_total']} | {recall} | {s['false_oom']}/{s['ran_total']} | "
+                   f"{s['not_expressible']} |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--split", choices=("heldout", "train", "all"), default="all")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--cases", default=CASES)
+    a = ap.parse_args(argv)
+    try:
+        cases = load(a.cases)
+    except UserError as e:
+        print(f"published_memory: {e}", file=sys.stderr)
+        return 2
+    chosen = [c for c in cases if a.split == "all" or c["split"] == a.split]
+    rows = [evaluate(c) for c in chosen]
+    parts = SPLITS if a.split == "all" else (a.split,)
+    sums = {p: summary([r for r in rows if r["split"] == p]) for p in parts}
+    if a.split == "all":
+        sums["all"] = summary(rows)
+    if a.json:
+        print(json.dumps({"cases": rows, "summary": sums}, indent=1))
+    else:
+        print(report(rows, sums))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

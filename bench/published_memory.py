@@ -112,9 +112,19 @@ def figures(r) -> dict:
     return {"allocated": allocated, "reserved": reserved, "nvidia-smi": reserved + context}
 
 
+def origin(case: dict) -> str:
+    """Which publication a case comes from (its repository, else the URL's host), for per-source figures."""
+    src = case["source"]
+    if src.get("repo"):
+        return src["repo"]
+    url = src.get("url", "")
+    return url.split("//", 1)[-1].split("/", 1)[0] or "?"
+
+
 def evaluate(case: dict) -> dict:
     m = case["measured"]
-    row = {"id": case["id"], "split": case["split"], "what": m["what"], "measured_gib": m.get("gib")}
+    row = {"id": case["id"], "split": case["split"], "source": origin(case), "what": m["what"],
+           "measured_gib": m.get("gib")}
     unknown = sorted(set(case["setup"]) - SETUP_FIELDS)
     if unknown:
         return {**row, "expressible": False, "why": "Setup has no " + ", ".join(unknown)}
@@ -153,11 +163,16 @@ def summary(rows: list[dict]) -> dict:
     }
 
 
+def by_source(rows: list[dict]) -> dict:
+    names = sorted({r["source"] for r in rows})
+    return {n: summary([r for r in rows if r["source"] == n]) for n in names}
+
+
 def _num(v, fmt="{:.1f}"):
     return "" if v is None else fmt.format(v)
 
 
-def report(rows: list[dict], sums: dict) -> str:
+def report(rows: list[dict], sums: dict, sources: dict) -> str:
     out = ["# Memory estimate vs published measurements", "",
            "Output of `python bench/published_memory.py` (cases: bench/published_memory/cases.yaml). "
            "Estimates are per GPU: allocated / reserved / card (reserved + CUDA context, what nvidia-smi shows) "
@@ -184,6 +199,11 @@ def report(rows: list[dict], sums: dict) -> str:
                    f"{_num(s['median_abs_error_pct'])} | {s['low']} / {s['high']} | "
                    f"{s['verdict_agreement']}/{s['verdict_total']} | {recall} | {s['false_oom']}/{s['ran_total']} | "
                    f"{s['not_expressible']} |")
+    out += ["", "By source (all splits):", "", "| source | cases | expressible | median abs error % | low / high | "
+            "verdicts agree |", "|---|---:|---:|---:|---|---|"]
+    for name, s in sources.items():
+        out.append(f"| {name} | {s['cases']} | {s['expressible']} | {_num(s['median_abs_error_pct'])} | "
+                   f"{s['low']} / {s['high']} | {s['verdict_agreement']}/{s['verdict_total']} |")
     return "\n".join(out)
 
 
@@ -204,10 +224,11 @@ def main(argv=None) -> int:
     sums = {p: summary([r for r in rows if r["split"] == p]) for p in parts}
     if a.split == "all":
         sums["all"] = summary(rows)
+    sources = by_source(rows)
     if a.json:
-        print(json.dumps({"cases": rows, "summary": sums}, indent=1))
+        print(json.dumps({"cases": rows, "summary": sums, "by_source": sources}, indent=1))
     else:
-        print(report(rows, sums))
+        print(report(rows, sums, sources))
     return 0
 
 

@@ -15,11 +15,11 @@ What is compared with what:
 The estimate's allocated figure is Result.gpu_allocated_bytes when the model provides it, else
 gpu_peak_bytes less the "runtime" category (CUDA context and other memory the caching
 allocator never sees). Its reserved figure is Result.gpu_reserved_bytes when present, else the
-allocated figure (no allocator model yet). The CUDA context is Result.cuda_context_bytes when
-present, else that runtime category.
+allocated figure (no allocator model yet). The card-level figure is Result.gpu_card_bytes when
+present, else reserved + CUDA context (Result.cuda_context_bytes, else that runtime category).
 
 Verdict agreement: a reported OOM agrees when the estimate says "oom", or "tight" with the
-card-level figure (reserved + context) above the GPU's capacity; a run that completed (a figure
+card-level figure above the GPU's capacity; a run that completed (a figure
 or "ran") agrees when the estimate does not say "oom".
 Exit status 0 unless the case file is unusable (2).
 """
@@ -97,19 +97,17 @@ def load(path: str = CASES) -> list[dict]:
 
 
 def figures(r) -> dict:
-    """Allocated, reserved and card-level (nvidia-smi) peaks of an estimate, in bytes."""
+    """Allocated, reserved and card-level (nvidia-smi) peaks of an estimate, in bytes.
+
+    Uses the model's own figures where its Result has them (a missing or zero attribute means the
+    model does not provide it yet) and otherwise derives them from gpu_peak_bytes."""
     # every phase carries the same runtime bytes; the peak may be a steady state that is no phase
     runtime = max((p.by_category.get("runtime", 0.0) for p in r.phases), default=0.0)
-    allocated = getattr(r, "gpu_allocated_bytes", None)
-    if allocated is None:
-        allocated = r.gpu_peak_bytes - runtime
-    reserved = getattr(r, "gpu_reserved_bytes", None)
-    if reserved is None:
-        reserved = allocated
-    context = getattr(r, "cuda_context_bytes", None)
-    if context is None:
-        context = runtime
-    return {"allocated": allocated, "reserved": reserved, "nvidia-smi": reserved + context}
+    allocated = getattr(r, "gpu_allocated_bytes", None) or r.gpu_peak_bytes - runtime
+    reserved = getattr(r, "gpu_reserved_bytes", None) or allocated
+    context = getattr(r, "cuda_context_bytes", None) or runtime
+    card = getattr(r, "gpu_card_bytes", None) or reserved + context
+    return {"allocated": allocated, "reserved": reserved, "nvidia-smi": card}
 
 
 def origin(case: dict) -> str:

@@ -89,7 +89,11 @@ def problems(cases) -> list[str]:
 
 
 def load(path: str = CASES) -> list[dict]:
-    cases = parse_yaml(read_text(path, max_bytes=MAX_BYTES), path).data
+    doc = parse_yaml(read_text(path, max_bytes=MAX_BYTES), path)
+    if doc.duplicates:  # YAML keeps the last of two equal keys; a case must state each fact once
+        key, line, column = doc.duplicates[0]
+        raise UserError(f"duplicate key {'.'.join(map(str, key))}", path=path, line=line, column=column)
+    cases = doc.data
     bad = problems(cases)
     if bad:
         raise UserError(bad[0] + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""), path=path)

@@ -132,12 +132,17 @@ def test_an_unknown_setup_key_is_reported_not_dropped(bench, cases):
     assert row["expressible"] is False and "no_such_setting" in row["why"]
 
 
-def test_unusable_case_file_is_one_line_and_status_2(bench, tmp_path, capsys):
+@pytest.mark.parametrize("text, says", [
+    ("- id: x\n  split: train\n", "missing source"),
+    ("- id: x\n  id: y\n", "cases.yaml:2:3: duplicate key"),
+    ("- [unclosed\n", "invalid YAML"),
+])
+def test_unusable_case_file_is_one_line_and_status_2(bench, tmp_path, capsys, text, says):
     bad = tmp_path / "cases.yaml"
-    bad.write_text("- id: x\n  split: train\n", encoding="utf-8")
+    bad.write_text(text, encoding="utf-8")
     assert bench.main(["--cases", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "cases.yaml" in err
+    assert len(err.splitlines()) == 1 and says in err, err
 
 
 def test_committed_output_covers_every_case(cases):

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from . import catalog
 from .activations import ALL_LINEAR, activations, lora_params_per_layer, lora_targets
-from .deepspeed_transients import Transients, transients
+from .deepspeed_transients import Transients, resolve, transients
 from .host import GiB, host_bytes
 from .model_states import model_states, zero_paper_model_states
 
@@ -19,6 +19,9 @@ TIGHT_HEADROOM = 0.10
 # CUDA context + cuBLAS workspace + NCCL buffers of one process: not visible to torch's allocator
 # but taken from the GPU. ~0.5-1 GiB on A100/H100 (NOTES.md); we use 0.75 GiB.
 CUDA_CONTEXT = int(0.75 * GiB)
+# Reserved-but-unallocated memory per byte of short-lived tensors at the peak (see _reserved);
+# fitted on bench/published_memory's train split, never on its held-out part.
+ALLOCATOR_SLACK = 0.0
 CATEGORIES = ("params", "grads", "master", "optimizer", "activations", "temporaries", "runtime", "generation")
 
 
@@ -57,6 +60,7 @@ class Setup:
     dpo_reference: str = "auto"        # auto | model (separate ref copy) | adapter (LoRA disabled) | precomputed
     host_ram_bytes: int | None = None  # per node, for the host verdict
     cuda_context_bytes: int = CUDA_CONTEXT
+    deepspeed_version: str = ""       # e.g. "0.19.8"; see deepspeed_transients.py for what depends on it
 
     def shape(self):
         return catalog.model(self.model) if self.model else None
@@ -90,12 +94,22 @@ class Result:
     saved_activation_bytes: float
     model_states_bytes: float | None = None
     remedies: list = field(default_factory=list)
+    # torch.cuda.max_memory_allocated / max_memory_reserved of a training process, and what the
+    # card holds besides (CUDA context, NCCL, a generation engine): card = what nvidia-smi shows,
+    # the figure the verdict is about. gpu_peak_bytes = allocated + context + generation.
+    gpu_allocated_bytes: float = 0.0
+    gpu_reserved_bytes: float = 0.0
+    cuda_context_bytes: float = 0.0
+    gpu_card_bytes: float = 0.0
 
     def to_json(self) -> dict:
         return {
             "gpu": self.gpu_name, "gpu_bytes": self.gpu_bytes,
             "params": self.params, "trainable_params": self.trainable_params,
             "gpu_peak_bytes": round(self.gpu_peak_bytes), "peak_phase": self.peak_phase,
+            "gpu_allocated_bytes": round(self.gpu_allocated_bytes),
+            "gpu_reserved_bytes": round(self.gpu_reserved_bytes),
+            "cuda_context_bytes": round(self.cuda_context_bytes), "gpu_card_bytes": round(self.gpu_card_bytes),
             "host_peak_bytes": round(self.host_peak_bytes), "verdict": self.verdict,
             "host_verdict": self.host_verdict,
             "phases": [{"name": p.name, "total_bytes": round(p.total_bytes),
@@ -150,6 +164,7 @@ class _Plan:
     act: object = None
     largest_tensor: int = 0   # elements of the biggest trainable tensor (optimizer temporaries)
     tr: Transients = None
+    ds: dict = field(default_factory=dict)  # DeepSpeed's effective bucket settings
     base: dict = field(default_factory=dict)
 
     def phase(self, name, **cats) -> Phase:
@@ -183,6 +198,12 @@ def _resolve(s: Setup) -> _Plan:
                       master_weights=deepspeed and s.precision != "fp32", trainable_bytes=pt)
     if deepspeed and s.precision == "fp32":
         ms.optimizer = 8 * trainable / (n if stage >= 1 else 1) if off_opt == "none" else 0
+    if deepspeed and stage in (1, 2) and off_opt != "none":
+        # stage_1_and_2.py copy_grads_in_partition(): with offload_optimizer every reduced gradient
+        # goes straight to the fp32 partition in host memory and is cleared on the GPU
+        # (clear_grad_attribute); no low-precision gradient partition stays there. What remains on
+        # the GPU (ipg buckets, the staging buffer) is in deepspeed_transients.
+        ms.grads = 0.0
     c = _Plan(s=s, gpu=gpu, p=p, shape=shape, total=total, trainable=trainable, n=n, deepspeed=deepspeed,
               stage=stage, off_opt=off_opt, off_param=off_param, pt=pt, adapter_fp32=adapter_fp32, ms=ms,
               notes=notes)
@@ -219,11 +240,14 @@ def _buffers(c: _Plan) -> None:
         largest_gather = max(shape.layer_params(), shape.vocab_size * shape.hidden_size)
         c.largest_tensor = shape.vocab_size * shape.hidden_size if not s.lora_rank else max(
             s.lora_rank * (i + o) for (i, o) in shape.linear_shapes().values())
+    c.ds, ds_notes = resolve(s.ds, shape.hidden_size if shape is not None else None)
     if c.deepspeed:
-        c.tr = transients(s.ds, stage=c.stage, n=c.n, p=c.p, trainable=c.trainable,
-                          largest_gather=largest_gather, offload_optimizer=c.off_opt)
+        c.notes.extend(ds_notes)
+        c.tr = transients(c.ds, stage=c.stage, n=c.n, p=c.p, trainable=c.trainable,
+                          largest_gather=largest_gather, largest_param=c.largest_tensor,
+                          offload_optimizer=c.off_opt)
     else:
-        c.tr = transients({}, stage=0, n=1, p=c.p, trainable=0, largest_gather=0, offload_optimizer="none")
+        c.tr = Transients()
 
 
 def _runtime_reserve(c: _Plan) -> dict:
@@ -311,6 +335,10 @@ def _step(c: _Plan) -> Phase:
     if c.off_opt != "none":
         # CPU Adam: gradients are copied out, parameters copied back in swap buffers
         return c.phase("step", grads=ms.grads, temporaries=tr.step_allgather)
+    if c.stage == 3:
+        # the fp32 gradient is built one sub_group_size block at a time (deepspeed_transients)
+        return c.phase("step", master=ms.master, grads=ms.grads, optimizer=ms.optimizer,
+                       temporaries=tr.step_grad_cast)
     if c.stage in (1, 2):
         step = c.phase("step", master=ms.master, grads=ms.grads, optimizer=ms.optimizer,
                        temporaries=tr.step_grad_cast + tr.step_allgather)
@@ -321,21 +349,41 @@ def _step(c: _Plan) -> Phase:
         elif step.total_bytes > c.gpu.memory_bytes:
             c.notes.append("runs out of memory at the first optimizer step, when Adam's fp32 states are created")
         return step
-    # stage 3 also builds an fp32 gradient partition for the update
-    return c.phase("step", master=ms.master, grads=ms.grads, optimizer=ms.optimizer,
-                   temporaries=4 * c.trainable / c.n if c.stage == 3 else 0.0)
+    return c.phase("step", master=ms.master, grads=ms.grads, optimizer=ms.optimizer)
 
 
-def _peak(c: _Plan, phases: list) -> tuple[float, str]:
-    """The first step's highest phase, unless later steps (optimizer states resident) go higher."""
+def _peak(c: _Plan, phases: list) -> tuple[float, str, Phase]:
+    """The first step's highest phase, unless later steps (optimizer states resident) go higher.
+    Also returns the phase whose short-lived tensors make that peak."""
     peak_phase = max(phases, key=lambda ph: ph.total_bytes)
     gpu_peak, name = peak_phase.total_bytes, peak_phase.name
     steady_extra = c.ms.optimizer if not c.deepspeed or c.off_opt == "none" else 0
     forward, backward = phases[1], phases[2]
-    steady = max(forward.total_bytes, backward.total_bytes) + steady_extra
+    busiest = max((forward, backward), key=lambda ph: ph.total_bytes)
+    steady = busiest.total_bytes + steady_extra
     if steady > gpu_peak * 1.005:
-        return steady, "forward/backward of later steps, optimizer states resident"
-    return max(gpu_peak, steady), name
+        return steady, "forward/backward of later steps, optimizer states resident", busiest
+    return max(gpu_peak, steady), name, peak_phase
+
+
+def _reserved(c: _Plan, gpu_peak: float, at: Phase) -> dict:
+    """What torch's allocator reserves and what the card holds outside it.
+
+    The caching allocator keeps freed blocks for reuse; tensors that live for the whole run
+    (weights, master copy, optimizer states) are allocated once and fit their blocks, while
+    activations and temporaries are freed and re-allocated in changing sizes every step, and the
+    free pieces they leave between live blocks are what reserved-but-unallocated memory is
+    (post-mortem 5: 5.5 GiB on a 32 GiB card). So the reserve grows with the short-lived part
+    of the peak: ALLOCATOR_SLACK of it, a constant fitted on the published-measurements
+    benchmark's train split (bench/published_memory.md).
+    """
+    context = c.base["runtime"]
+    generation = c.base["generation"]
+    allocated = gpu_peak - context - generation
+    churn = at.by_category["activations"] + at.by_category["temporaries"]
+    reserved = allocated + ALLOCATOR_SLACK * churn
+    return {"gpu_allocated_bytes": allocated, "gpu_reserved_bytes": reserved, "cuda_context_bytes": context,
+            "gpu_card_bytes": reserved + context + generation}
 
 
 def _host(c: _Plan) -> tuple[dict, float]:
@@ -346,8 +394,7 @@ def _host(c: _Plan) -> tuple[dict, float]:
     if c.off_opt == "cpu" or c.off_param == "cpu":
         # DeepSpeed's CPU Adam swaps gradients/parameters through pinned bounce buffers of
         # reduce_bucket_size elements
-        pinned = c.p * transients(s.ds, stage=c.stage, n=c.n, p=1, trainable=c.trainable, largest_gather=0,
-                                  offload_optimizer="none").backward_buckets
+        pinned = c.p * min(c.ds["reduce_bucket_size"], c.trainable)
     host = host_bytes(states_host_per_process=ms.host, processes_per_node=procs, model_load_bytes=c.p * c.total,
                       zero3_init=c.stage == 3, pinned_buffer_bytes=pinned)
     host_peak = host["process_overhead"] + max(host["model_loading"], host["offloaded_states"] + host["pinned_buffers"])
@@ -363,14 +410,15 @@ def estimate(s: Setup) -> Result:
     c.base = _runtime_reserve(c)
     setup = c.phase("setup", master=c.ms.master)
     phases = [setup, _forward(c), _backward(c), _step(c)]
-    gpu_peak, peak_name = _peak(c, phases)
+    gpu_peak, peak_name, at = _peak(c, phases)
+    card = _reserved(c, gpu_peak, at)
     host, host_peak = _host(c)
     return Result(
         setup=s, gpu_name=c.gpu.name, gpu_bytes=c.gpu.memory_bytes, params=c.total, trainable_params=c.trainable,
         phases=phases, gpu_peak_bytes=gpu_peak, peak_phase=peak_name, host=host, host_peak_bytes=host_peak,
-        verdict=verdict(gpu_peak, c.gpu.memory_bytes),
+        verdict=verdict(card["gpu_card_bytes"], c.gpu.memory_bytes),
         host_verdict=verdict(host_peak, s.host_ram_bytes) if s.host_ram_bytes else None, notes=c.notes,
-        saved_activation_bytes=c.act.saved if c.act else 0.0,
+        saved_activation_bytes=c.act.saved if c.act else 0.0, **card,
     )
 
 

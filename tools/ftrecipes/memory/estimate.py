@@ -168,12 +168,16 @@ class _Plan:
     tr: Transients = None
     ds: dict = field(default_factory=dict)  # DeepSpeed's effective bucket settings
     base: dict = field(default_factory=dict)
+    resident: dict = field(default_factory=dict)  # states allocated before the first forward
 
     def phase(self, name, **cats) -> Phase:
         d = {c: 0.0 for c in CATEGORIES}
         d.update(self.base)
         for k, v in cats.items():
             d[k] = d.get(k, 0.0) + v
+        # a phase never holds less of a state than was allocated up front
+        for k, v in self.resident.items():
+            d[k] = max(d[k], v)
         return Phase(name, d)
 
 
@@ -211,6 +215,29 @@ def _resolve(s: Setup) -> _Plan:
               notes=notes)
     _reference_model(c)
     return c
+
+
+def _version(v: str) -> tuple:
+    """"0.14.4" -> (0, 14, 4); an unstated version is the one the stacks pin (deepspeed 0.19.8)."""
+    parts = []
+    for x in (v or "0.19.8").split(".")[:3]:
+        digits = "".join(ch for ch in x if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts + [0] * (3 - len(parts)))
+
+
+def _resident(c: _Plan) -> dict:
+    """ZeRO-3 allocates states before the first forward (deepspeed/runtime/zero/stage3.py):
+    initialize_optimizer_states() runs Adam once on zero gradients in __init__, so its states
+    exist from setup on; since 0.6.0 (PR #1453) grad_partitions_flat_buffer holds the whole
+    gradient partition, allocated in __init__ on the optimizer's device and kept for the run.
+    ZeRO-1/2 create Adam's states lazily in the first step (stage_1_and_2.py)."""
+    if not (c.deepspeed and c.stage == 3 and c.off_opt == "none"):
+        return {}
+    resident = {"optimizer": c.ms.optimizer}
+    if _version(c.s.deepspeed_version) >= (0, 6, 0):
+        resident["grads"] = c.ms.grads
+    return resident
 
 
 def _reference_model(c: _Plan) -> None:
@@ -359,10 +386,12 @@ def _peak(c: _Plan, phases: list) -> tuple[float, str, Phase]:
     Also returns the phase whose short-lived tensors make that peak."""
     peak_phase = max(phases, key=lambda ph: ph.total_bytes)
     gpu_peak, name = peak_phase.total_bytes, peak_phase.name
-    steady_extra = c.ms.optimizer if not c.deepspeed or c.off_opt == "none" else 0
+    steady_extra = c.ms.optimizer if (not c.deepspeed or c.off_opt == "none") and not c.resident else 0
     forward, backward = phases[1], phases[2]
-    busiest = max((forward, backward), key=lambda ph: ph.total_bytes)
-    steady = busiest.total_bytes + steady_extra
+    # ZeRO-1/2 keep the gradient partition (grads_in_partition) allocated after the first backward
+    kept_grads = c.p * c.trainable / c.n if c.deepspeed and c.stage in (1, 2) and c.off_opt == "none" else 0.0
+    busiest = max((forward, backward), key=lambda ph: ph.total_bytes + (kept_grads if ph is forward else 0.0))
+    steady = busiest.total_bytes + steady_extra + (kept_grads if busiest is forward else 0.0)
     if steady > gpu_peak * 1.005:
         return steady, "forward/backward of later steps, optimizer states resident", busiest
     return max(gpu_peak, steady), name, peak_phase
@@ -411,7 +440,10 @@ def estimate(s: Setup) -> Result:
     c = _resolve(s)
     _buffers(c)
     c.base = _runtime_reserve(c)
-    setup = c.phase("setup", master=c.ms.master)
+    c.resident = _resident(c)
+    # ZeRO-3's initialize_optimizer_states() steps Adam on an fp32 zero-gradient buffer of the
+    # largest sub-group, freed again before training starts
+    setup = c.phase("setup", master=c.ms.master, temporaries=c.tr.step_grad_cast if c.resident else 0.0)
     phases = [setup, _forward(c), _backward(c), _step(c)]
     gpu_peak, peak_name, at = _peak(c, phases)
     card = _reserved(c, gpu_peak, at)

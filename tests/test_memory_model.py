@@ -212,6 +212,10 @@ def test_auto_buckets_are_filled_from_the_hidden_size():
     assert not notes
     cfg, notes = resolve(s.ds, None)
     assert cfg["reduce_bucket_size"] == 500_000_000 and notes
+    # DeepSpeed drops an unfilled "auto" (config_utils.DeepSpeedConfigModel): OpenRLHF's own config
+    # (get_train_ds_config writes "auto" buckets) gets DeepSpeed's defaults
+    cfg, notes = resolve(s.ds, 4096, "openrlhf")
+    assert cfg["reduce_bucket_size"] == 500_000_000 and not notes
     auto = estimate(Setup(model="Llama-3-8B", gpus=8, zero_stage=2, ds={"reduce_bucket_size": "auto"}))
     dflt = estimate(Setup(model="Llama-3-8B", gpus=8, zero_stage=2))
     bucket = lambda r: next(p for p in r.phases if p.name == "backward").by_category["temporaries"]  # noqa: E731

@@ -21,21 +21,29 @@ DEFAULTS = {
 }
 # Keys the HF Trainer (transformers integrations/deepspeed.py, HfTrainerDeepSpeedConfig.
 # trainer_config_finalize) and Accelerate (Accelerator._prepare_deepspeed) fill from the model's
-# hidden size when the config says "auto"; every other "auto" bucket key keeps DeepSpeed's default.
+# hidden size when the config says "auto". An "auto" that reaches DeepSpeed unfilled is dropped
+# (runtime/config_utils.py DeepSpeedConfigModel.__init__), so DeepSpeed's default applies: the
+# case for every other key, and for trainers that hand DeepSpeed their own config (OpenRLHF's
+# get_train_ds_config writes "auto" buckets; the deepspeed launcher; torchtune).
 AUTO_FROM_HIDDEN = {
     "reduce_bucket_size": lambda h: h * h,
     "stage3_prefetch_bucket_size": lambda h: int(0.9 * h * h),
 }
+NO_AUTO_FILL = ("openrlhf", "deepspeed", "torchtune")
 
 
-def resolve(ds: dict, hidden_size: int | None) -> tuple[dict, list[str]]:
+def resolve(ds: dict, hidden_size: int | None, trainer: str = "") -> tuple[dict, list[str]]:
     """DeepSpeed's effective bucket settings: explicit values, "auto" filled the way the HF
-    Trainer fills it, DeepSpeed's defaults for the rest. Returns (settings, notes)."""
+    Trainer fills it (unless `trainer` is one that does not), DeepSpeed's defaults for the rest.
+    Returns (settings, notes)."""
     cfg, notes = dict(DEFAULTS), []
+    fills = trainer.lower() not in NO_AUTO_FILL
     for k, v in ds.items():
         if v is None:
             continue
         if v == "auto":
+            if not fills:
+                continue
             if k in AUTO_FROM_HIDDEN and hidden_size:
                 cfg[k] = AUTO_FROM_HIDDEN[k](hidden_size)
             elif k in AUTO_FROM_HIDDEN:

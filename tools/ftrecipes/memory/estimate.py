@@ -269,7 +269,7 @@ def _buffers(c: _Plan) -> None:
         largest_gather = max(shape.layer_params(), shape.vocab_size * shape.hidden_size)
         c.largest_tensor = shape.vocab_size * shape.hidden_size if not s.lora_rank else max(
             s.lora_rank * (i + o) for (i, o) in shape.linear_shapes().values())
-    c.ds, ds_notes = resolve(s.ds, shape.hidden_size if shape is not None else None)
+    c.ds, ds_notes = resolve(s.ds, shape.hidden_size if shape is not None else None, s.trainer)
     if c.deepspeed:
         c.notes.extend(ds_notes)
         c.tr = transients(c.ds, stage=c.stage, n=c.n, p=c.p, trainable=c.trainable,

@@ -242,3 +242,13 @@ def test_verdict_is_about_reserved_memory_and_context_not_allocated():
     assert {"gpu_allocated_bytes", "gpu_reserved_bytes", "gpu_card_bytes"} <= set(j)
     # a card that holds the allocated peak but not the allocator's reserve on top is out of memory
     assert verdict(r.gpu_card_bytes, int(r.gpu_allocated_bytes + r.cuda_context_bytes) + 1) == "oom"
+
+
+def test_zero2_offload_with_accumulation_keeps_a_host_gradient_buffer():
+    """stage_1_and_2.py copy_grads_in_partition(): with offload and micro steps before the boundary,
+    async_accumulate_grad_in_cpu_via_gpu() sums each gradient of the partition in a host buffer of
+    the parameter dtype (accumulated_grads_in_cpu); without accumulation it is never created."""
+    one = estimate(Setup(model="Llama-3-8B", gpus=2, zero_stage=2, offload_optimizer="cpu"))
+    acc = estimate(Setup(model="Llama-3-8B", gpus=2, zero_stage=2, offload_optimizer="cpu", grad_accum=8))
+    assert acc.host["offloaded_states"] - one.host["offloaded_states"] == pytest.approx(2 * 8_030_261_248, rel=1e-6)
+    assert acc.gpu_card_bytes == one.gpu_card_bytes

@@ -18,7 +18,10 @@ def phase(result, name):
 
 
 # --- Post-mortem 4: OpenRLHF#698 -------------------------------------------------------------
-LLAMA8B_OPENRLHF = dict(nodes=1, gpus_per_node=1, micro_batch_size=1, grad_accum=64, seq_len=128,
+# As reported: deepspeed --num_gpus 1 --module openrlhf.cli.train_sft --max_len 128 --train_batch_size 1
+# --micro_train_batch_size 1 --pretrain meta-llama/Meta-Llama-3-8B --zero_stage 2 --bf16 --flash_attn
+# --gradient_checkpointing (so no gradient accumulation), one A100-80GB.
+LLAMA8B_OPENRLHF = dict(nodes=1, gpus_per_node=1, micro_batch_size=1, grad_accum=1, seq_len=128,
                         zero_stage=2, precision="bf16", offload_optimizer="none", offload_param="none",
                         gradient_checkpointing=True, attn_implementation="flash_attention_2", lora_rank=0)
 LLAMA8B_META = dict(model="Llama-3-8B", gpu="A100-80GB", method="sft", framework="openrlhf")

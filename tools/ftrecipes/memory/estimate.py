@@ -39,6 +39,7 @@ class Setup:
     nodes: int = 1
     seq_len: int = 2048
     micro_batch: int = 1
+    grad_accum: int = 1                # micro batches per optimizer step
     precision: str = "bf16"
     zero_stage: int = 0
     offload_optimizer: str = "none"
@@ -210,6 +211,11 @@ def _resolve(s: Setup) -> _Plan:
         # (clear_grad_attribute); no low-precision gradient partition stays there. What remains on
         # the GPU (ipg buckets, the staging buffer) is in deepspeed_transients.
         ms.grads = 0.0
+        if s.grad_accum > 1:
+            # async_accumulate_grad_in_cpu_via_gpu(): between accumulation boundaries each gradient
+            # of the partition is summed in a host buffer of the parameter dtype
+            # (accumulated_grads_in_cpu, pinned with pin_memory), kept for the run
+            ms.host_grads += p * trainable / n
     c = _Plan(s=s, gpu=gpu, p=p, shape=shape, total=total, trainable=trainable, n=n, deepspeed=deepspeed,
               stage=stage, off_opt=off_opt, off_param=off_param, pt=pt, adapter_fp32=adapter_fp32, ms=ms,
               notes=notes)

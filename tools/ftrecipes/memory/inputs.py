@@ -83,7 +83,8 @@ def setup_from_values(values: dict, meta: dict) -> Setup:
     s = Setup(
         model=meta.get("model") or v.get("model"), gpu=meta.get("gpu") or meta.get("gpu_type") or "A100-80GB",
         gpus=world, gpus_per_node=per_node, nodes=nodes, seq_len=seq,
-        micro_batch=int(v.get("micro_batch_size") or 1), precision=precision,
+        micro_batch=int(v.get("micro_batch_size") or 1), grad_accum=int(v.get("grad_accum") or 1),
+        precision=precision,
         zero_stage=int(v.get("zero_stage") or 0), offload_optimizer=v.get("offload_optimizer") or "none",
         offload_param=v.get("offload_param") or "none", pin_memory=bool(v.get("pin_memory", True)),
         gradient_checkpointing=bool(v.get("gradient_checkpointing", False)),

@@ -252,3 +252,19 @@ def test_zero2_offload_with_accumulation_keeps_a_host_gradient_buffer():
     acc = estimate(Setup(model="Llama-3-8B", gpus=2, zero_stage=2, offload_optimizer="cpu", grad_accum=8))
     assert acc.host["offloaded_states"] - one.host["offloaded_states"] == pytest.approx(2 * 8_030_261_248, rel=1e-6)
     assert acc.gpu_card_bytes == one.gpu_card_bytes
+
+
+def test_zero3_states_exist_before_the_first_forward_and_the_grad_buffer_since_0_6():
+    """stage3.py: initialize_optimizer_states() runs in __init__ (Adam's states exist at setup);
+    grad_partitions_flat_buffer (the whole gradient partition, allocated in __init__) arrived with
+    DeepSpeed PR #1453, first released in v0.6.0; v0.5.10's stage3.py has no such buffer."""
+    def setup_phase(version):
+        r = estimate(Setup(model="Llama-3-8B", gpus=8, zero_stage=3, deepspeed_version=version))
+        return next(p for p in r.phases if p.name == "setup").by_category
+    new, old = setup_phase("0.19.8"), setup_phase("0.5.10")
+    assert new["optimizer"] == old["optimizer"] == pytest.approx(8 * 8_030_261_248 / 8)
+    assert new["grads"] == pytest.approx(2 * 8_030_261_248 / 8)
+    assert old["grads"] == 0
+    # offloaded optimizer: states and gradient buffer live on the host instead
+    off = estimate(Setup(model="Llama-3-8B", gpus=8, zero_stage=3, offload_optimizer="cpu"))
+    assert next(p for p in off.phases if p.name == "setup").by_category["optimizer"] == 0

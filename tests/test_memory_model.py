@@ -169,3 +169,102 @@ def test_every_shipped_recipe_fits_its_hardware():
         found += 1
     if not found:
         pytest.skip("no recipes")
+
+
+# --- DeepSpeed buffers, read from deepspeed 0.19.8 (deepspeed/runtime/zero/stage_1_and_2.py, stage3.py)
+def test_zero2_offload_keeps_no_gradient_partition_on_the_gpu():
+    """copy_grads_in_partition() with cpu_offload copies each reduced gradient into the fp32 host
+    partition and clears it on the GPU; only the ipg bucket and temp_grad_buffer_for_gpu_offload
+    (the largest parameter) stay. Without offload the low-precision partition (2 bytes/param / N)
+    is kept in grads_in_partition."""
+    on = estimate(Setup(model="Llama-3-8B", gpus=2, zero_stage=2, offload_optimizer="cpu"))
+    off = estimate(Setup(model="Llama-3-8B", gpus=2, zero_stage=2))
+    assert all(p.by_category["grads"] == 0 for p in on.phases)
+    assert max(p.by_category["grads"] for p in off.phases) == pytest.approx(2 * 8_030_261_248 / 2, rel=0.01)
+    bwd = next(p for p in on.phases if p.name == "backward").by_category["temporaries"]
+    largest = 128256 * 4096  # embedding / LM head
+    assert bwd >= 2 * (500_000_000 + largest)
+
+
+def test_zero_offload_tutorial_10b_on_one_v100_is_not_oom():
+    """https://www.deepspeed.ai/tutorials/zero-offload/: a 10B GPT-2 (50 layers, hidden 4096) trains
+    on one 32 GB V100 with ZeRO-2 + offload_optimizer cpu, fp16, batch 10, checkpointed activations;
+    nvidia-smi showed 32290 MiB in use. Parameter count as in bench/published_memory/cases.yaml."""
+    r = estimate(Setup(params=10_279_239_680, gpu="V100-32GB", gpus=1, precision="fp16", zero_stage=2,
+                       offload_optimizer="cpu", gradient_checkpointing=True, micro_batch=10, seq_len=1024))
+    assert r.verdict != "oom"
+    # fp16 parameters alone are 19.1 GiB; no fp16 gradient copy of the model sits beside them
+    assert r.gpu_allocated_bytes < 2 * 10_279_239_680 + 3 * GiB
+
+
+def test_auto_buckets_are_filled_from_the_hidden_size():
+    """transformers integrations/deepspeed.py (trainer_config_finalize) and accelerate's
+    _prepare_deepspeed fill "auto" reduce_bucket_size with hidden_size**2 and
+    stage3_prefetch_bucket_size with 0.9 * hidden_size**2."""
+    from ftrecipes.memory.deepspeed_transients import resolve
+    from ftrecipes.memory.inputs import setup_from_deepspeed
+
+    s = setup_from_deepspeed({"zero_optimization": {"stage": 3, "reduce_bucket_size": "auto",
+                                                    "stage3_prefetch_bucket_size": "auto"}, "bf16": {"enabled": True}})
+    assert s.ds == {"reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto"}
+    cfg, notes = resolve(s.ds, 4096)
+    assert cfg["reduce_bucket_size"] == 4096 ** 2 and cfg["stage3_prefetch_bucket_size"] == int(0.9 * 4096 ** 2)
+    assert not notes
+    cfg, notes = resolve(s.ds, None)
+    assert cfg["reduce_bucket_size"] == 500_000_000 and notes
+    # DeepSpeed drops an unfilled "auto" (config_utils.DeepSpeedConfigModel): OpenRLHF's own config
+    # (get_train_ds_config writes "auto" buckets) gets DeepSpeed's defaults
+    cfg, notes = resolve(s.ds, 4096, "openrlhf")
+    assert cfg["reduce_bucket_size"] == 500_000_000 and not notes
+    auto = estimate(Setup(model="Llama-3-8B", gpus=8, zero_stage=2, ds={"reduce_bucket_size": "auto"}))
+    dflt = estimate(Setup(model="Llama-3-8B", gpus=8, zero_stage=2))
+    bucket = lambda r: next(p for p in r.phases if p.name == "backward").by_category["temporaries"]  # noqa: E731
+    assert bucket(dflt) - bucket(auto) == pytest.approx(2 * (500_000_000 - 4096 ** 2))
+
+
+def test_zero3_step_builds_the_fp32_gradient_one_sub_group_at_a_time():
+    """stage3.py _prepare_fp32_grad_for_sub_group(): the fp32 gradient exists for one sub-group
+    (sub_group_size elements, default 1e9) at a time, not for the whole partition."""
+    def step_tmp(**ds):
+        r = estimate(Setup(model="Llama-3-8B", gpus=2, zero_stage=3, ds=ds))
+        return next(p for p in r.phases if p.name == "step").by_category["temporaries"]
+    assert step_tmp() == pytest.approx(4 * 1_000_000_000)
+    assert step_tmp(sub_group_size=100_000_000) == pytest.approx(4 * 100_000_000)
+    assert step_tmp(sub_group_size=10 ** 12) == pytest.approx(4 * 8_030_261_248 / 2)
+
+
+def test_verdict_is_about_reserved_memory_and_context_not_allocated():
+    r = estimate(Setup(model="Qwen2.5-7B", gpu="A100-80GB", lora_rank=16, gradient_checkpointing=True,
+                       framework="torch", seq_len=4096))
+    assert r.gpu_allocated_bytes < r.gpu_reserved_bytes < r.gpu_card_bytes
+    assert r.gpu_card_bytes == pytest.approx(r.gpu_reserved_bytes + r.cuda_context_bytes)
+    j = r.to_json()
+    assert {"gpu_allocated_bytes", "gpu_reserved_bytes", "gpu_card_bytes"} <= set(j)
+    # a card that holds the allocated peak but not the allocator's reserve on top is out of memory
+    assert verdict(r.gpu_card_bytes, int(r.gpu_allocated_bytes + r.cuda_context_bytes) + 1) == "oom"
+
+
+def test_zero2_offload_with_accumulation_keeps_a_host_gradient_buffer():
+    """stage_1_and_2.py copy_grads_in_partition(): with offload and micro steps before the boundary,
+    async_accumulate_grad_in_cpu_via_gpu() sums each gradient of the partition in a host buffer of
+    the parameter dtype (accumulated_grads_in_cpu); without accumulation it is never created."""
+    one = estimate(Setup(model="Llama-3-8B", gpus=2, zero_stage=2, offload_optimizer="cpu"))
+    acc = estimate(Setup(model="Llama-3-8B", gpus=2, zero_stage=2, offload_optimizer="cpu", grad_accum=8))
+    assert acc.host["offloaded_states"] - one.host["offloaded_states"] == pytest.approx(2 * 8_030_261_248, rel=1e-6)
+    assert acc.gpu_card_bytes == one.gpu_card_bytes
+
+
+def test_zero3_states_exist_before_the_first_forward_and_the_grad_buffer_since_0_6():
+    """stage3.py: initialize_optimizer_states() runs in __init__ (Adam's states exist at setup);
+    grad_partitions_flat_buffer (the whole gradient partition, allocated in __init__) arrived with
+    DeepSpeed PR #1453, first released in v0.6.0; v0.5.10's stage3.py has no such buffer."""
+    def setup_phase(version):
+        r = estimate(Setup(model="Llama-3-8B", gpus=8, zero_stage=3, deepspeed_version=version))
+        return next(p for p in r.phases if p.name == "setup").by_category
+    new, old = setup_phase("0.19.8"), setup_phase("0.5.10")
+    assert new["optimizer"] == old["optimizer"] == pytest.approx(8 * 8_030_261_248 / 8)
+    assert new["grads"] == pytest.approx(2 * 8_030_261_248 / 8)
+    assert old["grads"] == 0
+    # offloaded optimizer: states and gradient buffer live on the host instead
+    off = estimate(Setup(model="Llama-3-8B", gpus=8, zero_stage=3, offload_optimizer="cpu"))
+    assert next(p for p in off.phases if p.name == "setup").by_category["optimizer"] == 0

@@ -61,7 +61,9 @@ def markdown_table(recipe, result):
         lines.append(f"| {p['name']} | " + " | ".join(cells) + f" | **{_gib(p['total_bytes'])}** |")
     lines += [
         "",
-        f"GPU peak **{_gib(j['gpu_peak_bytes'])} GiB** ({j['peak_phase']}): **{j['verdict']}**. "
+        f"GPU peak ({j['peak_phase']}): allocated {_gib(j['gpu_allocated_bytes'])} GiB, reserved by PyTorch's "
+        f"allocator {_gib(j['gpu_reserved_bytes'])} GiB; with the CUDA context the card holds "
+        f"**{_gib(j['gpu_card_bytes'])} GiB** of {_gib(j['gpu_bytes'])}: **{j['verdict']}**. "
         f"Host RAM per node: peak {_gib(j['host_peak_bytes'])} GiB"
         + (f" of {hw['host_ram_gib']} GiB assumed: **{j['host_verdict']}**." if hw.get("host_ram_gib") else "."),
     ]
@@ -89,14 +91,16 @@ def warn_if_tight(recipe, overrides, stream):
     j = result.to_json()
     problems = []
     if j["verdict"] != "fits":
-        problems.append(f"GPU peak {_gib(j['gpu_peak_bytes'])} of {_gib(j['gpu_bytes'])} GiB ({j['verdict']})")
+        problems.append(f"GPU peak {_gib(j['gpu_card_bytes'])} of {_gib(j['gpu_bytes'])} GiB ({j['verdict']}), "
+                        f"{_gib(j['gpu_allocated_bytes'])} allocated, {_gib(j['gpu_reserved_bytes'])} reserved")
     if j.get("host_verdict") not in (None, "fits", "unknown"):
         problems.append(f"host RAM peak {_gib(j['host_peak_bytes'])} GiB ({j['host_verdict']})")
     if not problems:
         return
     fix = ""
+    # remedies come ordered fits, tight, oom: the first one that is not oom
     for rem in j.get("remedies") or []:
-        if rem.get("verdict") == "fits":
+        if rem.get("verdict") != "oom":
             fix = f"; cheapest fix: {rem['change']}"
             break
     stream.write(f"warning: {recipe.name} with these values: {'; '.join(problems)}{fix} (ftrecipes estimate {recipe.name} --set ...)\n")

@@ -1,9 +1,10 @@
 """Short-lived GPU buffers DeepSpeed allocates on top of the model states.
 
-Defaults and meanings from the DeepSpeed configuration docs
-(https://www.deepspeed.ai/docs/config-json/#zero-optimizations-for-fp16-training):
-reduce_bucket_size 5e8 and allgather_bucket_size 5e8 elements; stage3_max_live_parameters 1e9,
-stage3_prefetch_bucket_size 5e7 elements.
+Defaults from DeepSpeed 0.19.8's deepspeed/runtime/zero/config.py (DeepSpeedZeroConfig):
+reduce_bucket_size and allgather_bucket_size 5e8 elements, stage3_max_live_parameters 1e9,
+stage3_prefetch_bucket_size 5e7, sub_group_size 1e9, overlap_comm defaulting to True for stage 3
+only (`overlap_comm_valid`). Buffer sizes from deepspeed/runtime/zero/stage_1_and_2.py and
+stage3.py of the same release; the comments name the function each one comes from.
 """
 from __future__ import annotations
 
@@ -14,33 +15,76 @@ DEFAULTS = {
     "allgather_bucket_size": 500_000_000,
     "stage3_max_live_parameters": 1_000_000_000,
     "stage3_prefetch_bucket_size": 50_000_000,
+    "sub_group_size": 1_000_000_000,
     "contiguous_gradients": True,
+    "overlap_comm": None,  # DeepSpeed: True for stage 3, False otherwise
 }
+# Keys the HF Trainer (transformers integrations/deepspeed.py, HfTrainerDeepSpeedConfig.
+# trainer_config_finalize) and Accelerate (Accelerator._prepare_deepspeed) fill from the model's
+# hidden size when the config says "auto". An "auto" that reaches DeepSpeed unfilled is dropped
+# (runtime/config_utils.py DeepSpeedConfigModel.__init__), so DeepSpeed's default applies: the
+# case for every other key, and for trainers that hand DeepSpeed their own config (OpenRLHF's
+# get_train_ds_config writes "auto" buckets; the deepspeed launcher; torchtune).
+AUTO_FROM_HIDDEN = {
+    "reduce_bucket_size": lambda h: h * h,
+    "stage3_prefetch_bucket_size": lambda h: int(0.9 * h * h),
+}
+NO_AUTO_FILL = ("openrlhf", "deepspeed", "torchtune")
+
+
+def resolve(ds: dict, hidden_size: int | None, trainer: str = "") -> tuple[dict, list[str]]:
+    """DeepSpeed's effective bucket settings: explicit values, "auto" filled the way the HF
+    Trainer fills it (unless `trainer` is one that does not), DeepSpeed's defaults for the rest.
+    Returns (settings, notes)."""
+    cfg, notes = dict(DEFAULTS), []
+    fills = trainer.lower() not in NO_AUTO_FILL
+    for k, v in ds.items():
+        if v is None:
+            continue
+        if v == "auto":
+            if not fills:
+                continue
+            if k in AUTO_FROM_HIDDEN and hidden_size:
+                cfg[k] = AUTO_FROM_HIDDEN[k](hidden_size)
+            elif k in AUTO_FROM_HIDDEN:
+                notes.append(f'{k} "auto" is filled from the hidden size, which is unknown here: '
+                             f"DeepSpeed's default {DEFAULTS[k]:.0e} assumed")
+            continue
+        cfg[k] = v
+    return cfg, notes
 
 
 @dataclass
 class Transients:
     backward_buckets: float = 0.0  # gradient reduction buffers during backward
     gathered_params: float = 0.0   # ZeRO-3: full parameters of the layers being computed
-    step_grad_cast: float = 0.0    # ZeRO-1/2: fp32 copy of the gradient partition at the step
+    step_grad_cast: float = 0.0    # fp32 gradient (partition or sub-group) built for the update
     step_allgather: float = 0.0    # ZeRO-1/2: bucket that all-gathers updated parameters
 
 
-def transients(ds: dict, *, stage: int, n: int, p: int, trainable: int, largest_gather: int,
-               offload_optimizer: str) -> Transients:
-    """largest_gather: elements of the biggest block ZeRO-3 must materialise at once (a decoder
-    layer, or the embedding / LM head)."""
-    cfg = {**DEFAULTS, **{k: v for k, v in ds.items() if v is not None}}
+def transients(cfg: dict, *, stage: int, n: int, p: int, trainable: int, largest_gather: int,
+               largest_param: int, offload_optimizer: str) -> Transients:
+    """cfg: resolve()'s settings. largest_gather: elements of the biggest block ZeRO-3 must
+    materialise at once (a decoder layer, or the embedding / LM head); largest_param: elements of
+    the biggest trainable parameter."""
     t = Transients()
     if stage == 0:
         return t
+    offload = offload_optimizer not in ("none", None)
+    overlap = cfg["overlap_comm"] if cfg["overlap_comm"] is not None else stage == 3
     reduce_elems = min(cfg["reduce_bucket_size"], trainable)
     if stage in (1, 2):
-        # stage_1_and_2.py: with contiguous_gradients an "ipg" buffer of reduce_bucket_size
-        # elements collects gradients before each reduce.
-        if cfg["contiguous_gradients"]:
-            t.backward_buckets = p * reduce_elems
-        if offload_optimizer in ("none", None):
+        # setup_buckets(): with contiguous_gradients (forced on by offload) an "ipg" buffer of
+        # reduce_bucket_size elements collects gradients before each reduce; overlap_comm adds a
+        # second one so reduction and filling overlap.
+        if cfg["contiguous_gradients"] or offload:
+            t.backward_buckets = p * reduce_elems * (2 if overlap else 1)
+        if offload:
+            # __init__: temp_grad_buffer_for_gpu_offload (largest parameter, on GPU) stages each
+            # reduced gradient before copy_grads_in_partition moves it to the fp32 host partition
+            # (async_inplace_copy_grad_to_fp32_buffer_from_gpu) and clears it on the GPU.
+            t.backward_buckets += p * largest_param
+        else:
             # step(): the gradient partition is cast to fp32 (single_partition_of_fp32_groups[i].grad)
             # before Adam runs; Adam's states are created lazily after it on the first step.
             # This is where Llama-3-8B on one A100-80GB OOMs (OpenRLHF#698).
@@ -53,4 +97,8 @@ def transients(ds: dict, *, stage: int, n: int, p: int, trainable: int, largest_
         live = max(min(cfg["stage3_max_live_parameters"], 2 * largest_gather), largest_gather)
         t.gathered_params = p * (live + cfg["stage3_prefetch_bucket_size"])
         t.backward_buckets = p * reduce_elems + (4 * reduce_elems if offload_optimizer == "cpu" else 0)
+        if not offload:
+            # _prepare_fp32_grad_for_sub_group(): the fp32 gradient is built one sub-group of
+            # sub_group_size elements at a time and released after that sub-group's update.
+            t.step_grad_cast = 4 * min(cfg["sub_group_size"], trainable / n)
     return t

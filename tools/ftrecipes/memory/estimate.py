@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from . import catalog
 from .activations import ALL_LINEAR, activations, lora_params_per_layer, lora_targets
-from .deepspeed_transients import transients
+from .deepspeed_transients import Transients, resolve, transients
 from .host import GiB, host_bytes
 from .model_states import model_states, zero_paper_model_states
 
@@ -19,6 +19,11 @@ TIGHT_HEADROOM = 0.10
 # CUDA context + cuBLAS workspace + NCCL buffers of one process: not visible to torch's allocator
 # but taken from the GPU. ~0.5-1 GiB on A100/H100 (NOTES.md); we use 0.75 GiB.
 CUDA_CONTEXT = int(0.75 * GiB)
+# The caching allocator's reserved-but-unallocated memory (see _reserved): a fixed part and a
+# part per byte of short-lived tensors at the peak. Both fitted by bench/fit_allocator.py on
+# bench/published_memory's train split, never on its held-out part.
+ALLOCATOR_FIXED = int(2.25 * GiB)
+ALLOCATOR_SLACK = 0.05
 CATEGORIES = ("params", "grads", "master", "optimizer", "activations", "temporaries", "runtime", "generation")
 
 
@@ -34,6 +39,7 @@ class Setup:
     nodes: int = 1
     seq_len: int = 2048
     micro_batch: int = 1
+    grad_accum: int = 1                # micro batches per optimizer step
     precision: str = "bf16"
     zero_stage: int = 0
     offload_optimizer: str = "none"
@@ -57,6 +63,7 @@ class Setup:
     dpo_reference: str = "auto"        # auto | model (separate ref copy) | adapter (LoRA disabled) | precomputed
     host_ram_bytes: int | None = None  # per node, for the host verdict
     cuda_context_bytes: int = CUDA_CONTEXT
+    deepspeed_version: str = ""       # e.g. "0.19.8"; see deepspeed_transients.py for what depends on it
 
     def shape(self):
         return catalog.model(self.model) if self.model else None
@@ -90,12 +97,22 @@ class Result:
     saved_activation_bytes: float
     model_states_bytes: float | None = None
     remedies: list = field(default_factory=list)
+    # torch.cuda.max_memory_allocated / max_memory_reserved of a training process, and what the
+    # card holds besides (CUDA context, NCCL, a generation engine): card = what nvidia-smi shows,
+    # the figure the verdict is about. gpu_peak_bytes = allocated + context + generation.
+    gpu_allocated_bytes: float = 0.0
+    gpu_reserved_bytes: float = 0.0
+    cuda_context_bytes: float = 0.0
+    gpu_card_bytes: float = 0.0
 
     def to_json(self) -> dict:
         return {
             "gpu": self.gpu_name, "gpu_bytes": self.gpu_bytes,
             "params": self.params, "trainable_params": self.trainable_params,
             "gpu_peak_bytes": round(self.gpu_peak_bytes), "peak_phase": self.peak_phase,
+            "gpu_allocated_bytes": round(self.gpu_allocated_bytes),
+            "gpu_reserved_bytes": round(self.gpu_reserved_bytes),
+            "cuda_context_bytes": round(self.cuda_context_bytes), "gpu_card_bytes": round(self.gpu_card_bytes),
             "host_peak_bytes": round(self.host_peak_bytes), "verdict": self.verdict,
             "host_verdict": self.host_verdict,
             "phases": [{"name": p.name, "total_bytes": round(p.total_bytes),
@@ -126,11 +143,50 @@ def _counts(s: Setup):
     return shape, total, total
 
 
-def estimate(s: Setup) -> Result:
+@dataclass
+class _Plan:
+    """A Setup resolved into what every phase needs: counts, placement, model states, buffers."""
+
+    s: Setup
+    gpu: object
+    p: int
+    shape: object
+    total: int
+    trainable: int
+    n: int
+    deepspeed: bool
+    stage: int
+    off_opt: str
+    off_param: str
+    pt: int                   # bytes per trainable parameter (fp32 LoRA adapters)
+    adapter_fp32: bool
+    ms: object
+    notes: list
+    ref_mode: str = "auto"
+    ref_params: float = 0.0
+    act: object = None
+    largest_tensor: int = 0   # elements of the biggest trainable tensor (optimizer temporaries)
+    tr: Transients = None
+    ds: dict = field(default_factory=dict)  # DeepSpeed's effective bucket settings
+    base: dict = field(default_factory=dict)
+    resident: dict = field(default_factory=dict)  # states allocated before the first forward
+
+    def phase(self, name, **cats) -> Phase:
+        d = {c: 0.0 for c in CATEGORIES}
+        d.update(self.base)
+        for k, v in cats.items():
+            d[k] = d.get(k, 0.0) + v
+        # a phase never holds less of a state than was allocated up front
+        for k, v in self.resident.items():
+            d[k] = max(d[k], v)
+        return Phase(name, d)
+
+
+def _resolve(s: Setup) -> _Plan:
+    """Setup: where each model state lives, and the warnings about settings DeepSpeed ignores."""
     gpu = catalog.gpu(s.gpu)
     p = PRECISION_BYTES[s.precision]
     shape, total, trainable = _counts(s)
-    n = max(1, s.gpus)
     deepspeed = s.framework == "deepspeed"
     stage = s.zero_stage if deepspeed else 0
     notes: list[str] = []
@@ -144,170 +200,266 @@ def estimate(s: Setup) -> Result:
         notes.append("offload_optimizer needs ZeRO stage >= 1; ignored")
     adapter_fp32 = (not deepspeed) if s.adapter_fp32 is None else (s.adapter_fp32 and not deepspeed)
     pt = 4 if s.lora_rank and adapter_fp32 else p
+    n = max(1, s.gpus)
     ms = model_states(total, trainable, n, stage, p, offload_optimizer=off_opt, offload_param=off_param,
                       master_weights=deepspeed and s.precision != "fp32", trainable_bytes=pt)
     if deepspeed and s.precision == "fp32":
         ms.optimizer = 8 * trainable / (n if stage >= 1 else 1) if off_opt == "none" else 0
+    if deepspeed and stage in (1, 2) and off_opt != "none":
+        # stage_1_and_2.py copy_grads_in_partition(): with offload_optimizer every reduced gradient
+        # goes straight to the fp32 partition in host memory and is cleared on the GPU
+        # (clear_grad_attribute); no low-precision gradient partition stays there. What remains on
+        # the GPU (ipg buckets, the staging buffer) is in deepspeed_transients.
+        ms.grads = 0.0
+        if s.grad_accum > 1:
+            # async_accumulate_grad_in_cpu_via_gpu(): between accumulation boundaries each gradient
+            # of the partition is summed in a host buffer of the parameter dtype
+            # (accumulated_grads_in_cpu, pinned with pin_memory), kept for the run
+            ms.host_grads += p * trainable / n
+    c = _Plan(s=s, gpu=gpu, p=p, shape=shape, total=total, trainable=trainable, n=n, deepspeed=deepspeed,
+              stage=stage, off_opt=off_opt, off_param=off_param, pt=pt, adapter_fp32=adapter_fp32, ms=ms,
+              notes=notes)
+    _reference_model(c)
+    return c
 
-    # DPO: the reference model. With LoRA the reference is the base model with adapters disabled
-    # (TRL and LLaMA-Factory), so it costs no extra weights; otherwise a second frozen copy.
-    ref_params = 0.0
-    ref_mode = s.dpo_reference
-    if s.method == "dpo" and ref_mode == "auto":
-        ref_mode = "adapter" if s.lora_rank else "model"
-    if s.method == "dpo" and ref_mode == "model":
-        ref_params = p * total / (n if stage == 3 else 1)
-        if stage == 3 and off_param != "none":
-            ms.host_params += ref_params
-            ref_params = 0.0
 
-    # Activations
-    act = None
+def _version(v: str) -> tuple:
+    """"0.14.4" -> (0, 14, 4); an unstated version is the one the stacks pin (deepspeed 0.19.8)."""
+    parts = []
+    for x in (v or "0.19.8").split(".")[:3]:
+        digits = "".join(ch for ch in x if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts + [0] * (3 - len(parts)))
+
+
+def _resident(c: _Plan) -> dict:
+    """ZeRO-3 allocates states before the first forward (deepspeed/runtime/zero/stage3.py):
+    initialize_optimizer_states() runs Adam once on zero gradients in __init__, so its states
+    exist from setup on; since 0.6.0 (PR #1453) grad_partitions_flat_buffer holds the whole
+    gradient partition, allocated in __init__ on the optimizer's device and kept for the run.
+    ZeRO-1/2 create Adam's states lazily in the first step (stage_1_and_2.py)."""
+    if not (c.deepspeed and c.stage == 3 and c.off_opt == "none"):
+        return {}
+    resident = {"optimizer": c.ms.optimizer}
+    if _version(c.s.deepspeed_version) >= (0, 6, 0):
+        resident["grads"] = c.ms.grads
+    return resident
+
+
+def _reference_model(c: _Plan) -> None:
+    """DPO: the reference model. With LoRA the reference is the base model with adapters disabled
+    (TRL and LLaMA-Factory), so it costs no extra weights; otherwise a second frozen copy."""
+    s = c.s
+    c.ref_mode = s.dpo_reference
+    if s.method == "dpo" and c.ref_mode == "auto":
+        c.ref_mode = "adapter" if s.lora_rank else "model"
+    if s.method == "dpo" and c.ref_mode == "model":
+        c.ref_params = c.p * c.total / (c.n if c.stage == 3 else 1)
+        if c.stage == 3 and c.off_param != "none":
+            c.ms.host_params += c.ref_params
+            c.ref_params = 0.0
+
+
+def _buffers(c: _Plan) -> None:
+    """Activations per token and DeepSpeed's transient buffers, which the phases then combine."""
+    s, shape = c.s, c.shape
     if shape is not None:
-        act = activations(shape, s.seq_len, s.micro_batch, p, lora_rank=s.lora_rank, lora_target=s.lora_target,
-                          gradient_checkpointing=s.gradient_checkpointing,
-                          attn_implementation=s.attn_implementation,
-                          sequences_per_sample=2 if s.method == "dpo" else 1,
-                          adapter_fp32=adapter_fp32)
+        c.act = activations(shape, s.seq_len, s.micro_batch, c.p, lora_rank=s.lora_rank,
+                            lora_target=s.lora_target, gradient_checkpointing=s.gradient_checkpointing,
+                            attn_implementation=s.attn_implementation,
+                            sequences_per_sample=2 if s.method == "dpo" else 1, adapter_fp32=c.adapter_fp32)
     else:
-        notes.append("no architecture given (--params only): activations not modelled")
-
+        c.notes.append("no architecture given (--params only): activations not modelled")
     largest_gather = 0  # elements ZeRO-3 must gather at once
-    largest_tensor = 0  # elements of the biggest trainable tensor (optimizer temporaries)
     if shape is not None:
         largest_gather = max(shape.layer_params(), shape.vocab_size * shape.hidden_size)
-        largest_tensor = shape.vocab_size * shape.hidden_size if not s.lora_rank else max(
+        c.largest_tensor = shape.vocab_size * shape.hidden_size if not s.lora_rank else max(
             s.lora_rank * (i + o) for (i, o) in shape.linear_shapes().values())
-    tr = transients(s.ds, stage=stage, n=n, p=p, trainable=trainable, largest_gather=largest_gather,
-                    offload_optimizer=off_opt) if deepspeed else transients({}, stage=0, n=1, p=p, trainable=0,
-                                                                             largest_gather=0, offload_optimizer="none")
-    runtime = s.cuda_context_bytes
+    c.ds, ds_notes = resolve(s.ds, shape.hidden_size if shape is not None else None, s.trainer)
+    if c.deepspeed:
+        c.notes.extend(ds_notes)
+        c.tr = transients(c.ds, stage=c.stage, n=c.n, p=c.p, trainable=c.trainable,
+                          largest_gather=largest_gather, largest_param=c.largest_tensor,
+                          offload_optimizer=c.off_opt)
+    else:
+        c.tr = Transients()
 
-    # Generation server (GRPO) sharing the training GPUs
+
+def _runtime_reserve(c: _Plan) -> dict:
+    """Memory held outside training's tensors in every phase: CUDA context and a generation engine."""
+    s, gpu = c.s, c.gpu
     generation = 0.0
     if s.method == "grpo" and s.vllm_mode == "server":
         per_node = s.gpus_per_node or (s.gpus + s.vllm_gpus)
         if s.gpus + s.vllm_gpus > per_node * s.nodes:
             util = 0.9 if s.vllm_gpu_memory_utilization is None else s.vllm_gpu_memory_utilization
             generation = util * gpu.memory_bytes
-            notes.append(f"trl vllm-serve reserves {util:.0%} of every GPU it runs on and shares GPUs with "
-                         f"training ({s.vllm_gpus} serving + {s.gpus} training > {per_node * s.nodes} GPUs)")
+            c.notes.append(f"trl vllm-serve reserves {util:.0%} of every GPU it runs on and shares GPUs with "
+                           f"training ({s.vllm_gpus} serving + {s.gpus} training > {per_node * s.nodes} GPUs)")
     elif s.method == "grpo" and s.vllm_mode == "colocate":
         util = 0.3 if s.vllm_gpu_memory_utilization is None else s.vllm_gpu_memory_utilization
         generation = util * gpu.memory_bytes
-        notes.append(f"colocated vLLM reserves {util:.0%} of each training GPU")
+        c.notes.append(f"colocated vLLM reserves {util:.0%} of each training GPU")
+    return {"params": c.ms.params + c.ref_params, "runtime": s.cuda_context_bytes, "generation": generation}
 
-    base = {"params": ms.params + ref_params, "runtime": runtime, "generation": generation}
 
-    def phase(name, **cats):
-        d = {c: 0.0 for c in CATEGORIES}
-        d.update(base)
-        for k, v in cats.items():
-            d[k] = d.get(k, 0.0) + v
-        return Phase(name, d)
-
-    # Gradients in flight: stage 0/1 accumulate full grads (p*trainable); stage 2/3 keep a partition
-    # plus the reduce bucket. ms.grads already holds the steady value.
-    grads_full = ms.grads
-    master = ms.master
-    gathered = tr.gathered_params
-    a_saved = act.saved if act else 0.0
-    fw_extra = act.forward_transient if act else 0.0
-    if s.method == "dpo" and act is not None and ref_mode != "precomputed":
+def _forward_extra(c: _Plan) -> float:
+    """Forward temporaries on top of the saved activations (logits, a reference model's outputs)."""
+    s, act = c.s, c.act
+    if act is None:
+        return 0.0
+    extra = act.forward_transient
+    if s.method == "dpo" and c.ref_mode != "precomputed":
         # TRL/LLaMA-Factory compute the reference log-probs after the policy forward, under
         # no_grad: its logits (p*V), their fp32 copy (4V) and log-probs (4V) per token then sit on
         # top of the policy's saved activations (which already include the policy's log-probs).
-        fw_extra = act.forward_transient + 4 * shape.vocab_size * s.seq_len * 2 * s.micro_batch
+        tokens = s.seq_len * 2 * s.micro_batch
+        extra = act.forward_transient + 4 * c.shape.vocab_size * tokens
         if s.trainer == "llamafactory":
             # CustomDPOTrainer.concatenated_forward returns the policy's fp32 logits for its
             # metrics, so they are still alive while the reference model runs
-            fw_extra += 4 * shape.vocab_size * s.seq_len * 2 * s.micro_batch
-    if act is not None and s.gradient_checkpointing:
+            extra += 4 * c.shape.vocab_size * tokens
+    if s.gradient_checkpointing:
         # a checkpointed layer still materialises its activations while it runs (upper bound:
         # all of them at once); matters when they outgrow the logits, e.g. eager attention's s*s
-        fw_extra = max(fw_extra, act.recompute_layer)
-    setup = phase("setup", master=master)
-    forward = phase("forward", master=master, activations=a_saved, temporaries=fw_extra + gathered)
+        extra = max(extra, act.recompute_layer)
+    return extra
 
-    # Backward: walks the layers top-down; saved activations shrink while gradients grow, so the
-    # peak is at the start (activations + loss gradients), at a layer (plus its temporaries and,
-    # with checkpointing, its recomputed activations) or at the end (all gradients).
-    if act is not None:
-        L = shape.num_hidden_layers
-        T = s.seq_len * s.micro_batch * (2 if s.method == "dpo" else 1)
-        head_grad = 0.0 if s.lora_rank or shape.tie_word_embeddings or stage >= 2 else p * shape.vocab_size * shape.hidden_size
-        layer_grad = grads_full / L
-        # the embedding's dense gradient is written last; until then it is a temporary
-        last_grad = p * largest_tensor if not s.lora_rank and stage < 2 else 0.0
-        layer_work = act.layer_backward_transient + act.recompute_layer
-        cands = [  # (activations, temporaries, grads)
-            (a_saved, act.backward_loss_transient, 0.0),
-            (a_saved - 4 * shape.vocab_size * T, layer_work, head_grad),
-            (act.saved_layers / L, layer_work, max(0.0, grads_full - layer_grad - last_grad)),
-            (0.0, p * shape.hidden_size * T + last_grad, grads_full - last_grad),
-        ]
-        best = max(cands, key=sum)
-        backward = phase("backward", master=master, activations=best[0],
-                         temporaries=best[1] + tr.backward_buckets + gathered, grads=best[2])
-    else:
-        backward = phase("backward", master=master, temporaries=tr.backward_buckets + gathered, grads=grads_full)
 
-    # Step
-    if not deepspeed:
+def _forward(c: _Plan) -> Phase:
+    saved = c.act.saved if c.act else 0.0
+    return c.phase("forward", master=c.ms.master, activations=saved,
+                   temporaries=_forward_extra(c) + c.tr.gathered_params)
+
+
+def _backward(c: _Plan) -> Phase:
+    """Walks the layers top-down; saved activations shrink while gradients grow, so the peak is at
+    the start (activations + loss gradients), at a layer (plus its temporaries and, with
+    checkpointing, its recomputed activations) or at the end (all gradients)."""
+    s, act, shape, p = c.s, c.act, c.shape, c.p
+    # Gradients in flight: stage 0/1 accumulate full grads (p*trainable); stage 2/3 keep a
+    # partition plus the reduce bucket. ms.grads already holds the steady value.
+    grads_full = c.ms.grads
+    buffers = c.tr.backward_buckets + c.tr.gathered_params
+    if act is None:
+        return c.phase("backward", master=c.ms.master, temporaries=buffers, grads=grads_full)
+    L = shape.num_hidden_layers
+    T = s.seq_len * s.micro_batch * (2 if s.method == "dpo" else 1)
+    head_grad = 0.0 if s.lora_rank or shape.tie_word_embeddings or c.stage >= 2 else p * shape.vocab_size * shape.hidden_size
+    layer_grad = grads_full / L
+    # the embedding's dense gradient is written last; until then it is a temporary
+    last_grad = p * c.largest_tensor if not s.lora_rank and c.stage < 2 else 0.0
+    layer_work = act.layer_backward_transient + act.recompute_layer
+    cands = [  # (activations, temporaries, grads)
+        (act.saved, act.backward_loss_transient, 0.0),
+        (act.saved - 4 * shape.vocab_size * T, layer_work, head_grad),
+        (act.saved_layers / L, layer_work, max(0.0, grads_full - layer_grad - last_grad)),
+        (0.0, p * shape.hidden_size * T + last_grad, grads_full - last_grad),
+    ]
+    best = max(cands, key=sum)
+    return c.phase("backward", master=c.ms.master, activations=best[0], temporaries=best[1] + buffers,
+                   grads=best[2])
+
+
+def _step(c: _Plan) -> Phase:
+    ms, tr = c.ms, c.tr
+    if not c.deepspeed:
         # torch.optim.AdamW (single-tensor): states in the parameter dtype; per tensor it builds
         # exp_avg_sq.sqrt() and the denominator, two temporaries of the largest tensor.
-        step = phase("step", grads=grads_full, optimizer=ms.optimizer + 2 * pt * largest_tensor)
-    elif off_opt != "none":
+        return c.phase("step", grads=ms.grads, optimizer=ms.optimizer + 2 * c.pt * c.largest_tensor)
+    if c.off_opt != "none":
         # CPU Adam: gradients are copied out, parameters copied back in swap buffers
-        step = phase("step", grads=grads_full, temporaries=tr.step_allgather)
-    elif stage in (1, 2):
-        step = phase("step", master=master, grads=grads_full, optimizer=ms.optimizer,
-                     temporaries=tr.step_grad_cast + tr.step_allgather)
-    else:
-        # stage 3 also builds an fp32 gradient partition for the update
-        step = phase("step", master=master, grads=grads_full, optimizer=ms.optimizer,
-                     temporaries=4 * trainable / n if stage == 3 else 0.0)
-    phases = [setup, forward, backward, step]
-    if deepspeed and stage in (1, 2) and off_opt == "none":
+        return c.phase("step", grads=ms.grads, temporaries=tr.step_allgather)
+    if c.stage == 3:
+        # the fp32 gradient is built one sub_group_size block at a time (deepspeed_transients)
+        return c.phase("step", master=ms.master, grads=ms.grads, optimizer=ms.optimizer,
+                       temporaries=tr.step_grad_cast)
+    if c.stage in (1, 2):
+        step = c.phase("step", master=ms.master, grads=ms.grads, optimizer=ms.optimizer,
+                       temporaries=tr.step_grad_cast + tr.step_allgather)
         before_adam = step.total_bytes - step.by_category["optimizer"]
-        if before_adam > gpu.memory_bytes:
-            notes.append("runs out of memory at the first optimizer step, while DeepSpeed casts the gradient "
-                         "partition to fp32 (before Adam's states even exist)")
-        elif step.total_bytes > gpu.memory_bytes:
-            notes.append("runs out of memory at the first optimizer step, when Adam's fp32 states are created")
-    peak_phase = max(phases, key=lambda ph: ph.total_bytes)
-    gpu_peak = peak_phase.total_bytes
-    # Steady state: from the second step on, optimizer states stay resident during forward/backward.
-    steady_extra = ms.optimizer if deepspeed and off_opt == "none" else (ms.optimizer if not deepspeed else 0)
-    steady = max(forward.total_bytes, backward.total_bytes) + steady_extra
-    peak_name = peak_phase.name
-    if steady > gpu_peak * 1.005:
-        gpu_peak, peak_name = steady, "forward/backward of later steps, optimizer states resident"
-    elif steady > gpu_peak:
-        gpu_peak = steady
+        if before_adam > c.gpu.memory_bytes:
+            c.notes.append("runs out of memory at the first optimizer step, while DeepSpeed casts the gradient "
+                           "partition to fp32 (before Adam's states even exist)")
+        elif step.total_bytes > c.gpu.memory_bytes:
+            c.notes.append("runs out of memory at the first optimizer step, when Adam's fp32 states are created")
+        return step
+    return c.phase("step", master=ms.master, grads=ms.grads, optimizer=ms.optimizer)
 
-    # Host RAM per node
-    procs = min(n, s.gpus_per_node or n)
+
+def _peak(c: _Plan, phases: list) -> tuple[float, str, Phase]:
+    """The first step's highest phase, unless later steps (optimizer states resident) go higher.
+    Also returns the phase whose short-lived tensors make that peak."""
+    peak_phase = max(phases, key=lambda ph: ph.total_bytes)
+    gpu_peak, name = peak_phase.total_bytes, peak_phase.name
+    steady_extra = c.ms.optimizer if (not c.deepspeed or c.off_opt == "none") and not c.resident else 0
+    forward, backward = phases[1], phases[2]
+    # ZeRO-1/2 keep the gradient partition (grads_in_partition) allocated after the first backward
+    kept_grads = c.p * c.trainable / c.n if c.deepspeed and c.stage in (1, 2) and c.off_opt == "none" else 0.0
+    busiest = max((forward, backward), key=lambda ph: ph.total_bytes + (kept_grads if ph is forward else 0.0))
+    steady = busiest.total_bytes + steady_extra + (kept_grads if busiest is forward else 0.0)
+    if steady > gpu_peak * 1.005:
+        return steady, "forward/backward of later steps, optimizer states resident", busiest
+    return max(gpu_peak, steady), name, peak_phase
+
+
+def _reserved(c: _Plan, gpu_peak: float, at: Phase) -> dict:
+    """What torch's allocator reserves and what the card holds outside it.
+
+    The caching allocator keeps freed blocks for reuse; tensors that live for the whole run
+    (weights, master copy, optimizer states) are allocated once and fit their blocks, while
+    activations and temporaries are freed and re-allocated in changing sizes every step, and the
+    free pieces they leave between live blocks are what reserved-but-unallocated memory is
+    (post-mortem 5: 5.5 GiB on a 32 GiB card). So the reserve grows with the short-lived part
+    of the peak (ALLOCATOR_SLACK of it), on top of a fixed part (ALLOCATOR_FIXED: cuBLAS
+    workspaces and blocks the allocator rounds up); both fitted on the published-measurements
+    benchmark's train split (bench/fit_allocator.md).
+    """
+    context = c.base["runtime"]
+    generation = c.base["generation"]
+    allocated = gpu_peak - context - generation
+    churn = at.by_category["activations"] + at.by_category["temporaries"]
+    reserved = allocated + ALLOCATOR_FIXED + ALLOCATOR_SLACK * churn
+    return {"gpu_allocated_bytes": allocated, "gpu_reserved_bytes": reserved, "cuda_context_bytes": context,
+            "gpu_card_bytes": reserved + context + generation}
+
+
+def _host(c: _Plan) -> tuple[dict, float]:
+    """Host RAM per node: offloaded states, pinned bounce buffers, model loading."""
+    s, ms = c.s, c.ms
+    procs = min(c.n, s.gpus_per_node or c.n)
     pinned = 0.0
-    if off_opt == "cpu" or off_param == "cpu":
+    if c.off_opt == "cpu" or c.off_param == "cpu":
         # DeepSpeed's CPU Adam swaps gradients/parameters through pinned bounce buffers of
         # reduce_bucket_size elements
-        pinned = p * transients(s.ds, stage=stage, n=n, p=1, trainable=trainable, largest_gather=0,
-                                offload_optimizer="none").backward_buckets
-    load = p * total
-    host = host_bytes(states_host_per_process=ms.host, processes_per_node=procs, model_load_bytes=load,
-                      zero3_init=stage == 3, pinned_buffer_bytes=pinned)
+        pinned = c.p * min(c.ds["reduce_bucket_size"], c.trainable)
+    host = host_bytes(states_host_per_process=ms.host, processes_per_node=procs, model_load_bytes=c.p * c.total,
+                      zero3_init=c.stage == 3, pinned_buffer_bytes=pinned)
     host_peak = host["process_overhead"] + max(host["model_loading"], host["offloaded_states"] + host["pinned_buffers"])
     if ms.host and s.pin_memory:
-        notes.append(f"{ms.host * procs / GiB:.1f} GiB of offloaded states are pinned: pinned memory cannot be "
-                     "swapped out, the node needs that much free RAM")
-    host_verdict = verdict(host_peak, s.host_ram_bytes) if s.host_ram_bytes else None
+        c.notes.append(f"{ms.host * procs / GiB:.1f} GiB of offloaded states are pinned: pinned memory cannot be "
+                       "swapped out, the node needs that much free RAM")
+    return host, host_peak
 
+
+def estimate(s: Setup) -> Result:
+    c = _resolve(s)
+    _buffers(c)
+    c.base = _runtime_reserve(c)
+    c.resident = _resident(c)
+    # ZeRO-3's initialize_optimizer_states() steps Adam on an fp32 zero-gradient buffer of the
+    # largest sub-group, freed again before training starts
+    setup = c.phase("setup", master=c.ms.master, temporaries=c.tr.step_grad_cast if c.resident else 0.0)
+    phases = [setup, _forward(c), _backward(c), _step(c)]
+    gpu_peak, peak_name, at = _peak(c, phases)
+    card = _reserved(c, gpu_peak, at)
+    host, host_peak = _host(c)
     return Result(
-        setup=s, gpu_name=gpu.name, gpu_bytes=gpu.memory_bytes, params=total, trainable_params=trainable,
+        setup=s, gpu_name=c.gpu.name, gpu_bytes=c.gpu.memory_bytes, params=c.total, trainable_params=c.trainable,
         phases=phases, gpu_peak_bytes=gpu_peak, peak_phase=peak_name, host=host, host_peak_bytes=host_peak,
-        verdict=verdict(gpu_peak, gpu.memory_bytes), host_verdict=host_verdict, notes=notes,
-        saved_activation_bytes=a_saved,
+        verdict=verdict(card["gpu_card_bytes"], c.gpu.memory_bytes),
+        host_verdict=verdict(host_peak, s.host_ram_bytes) if s.host_ram_bytes else None, notes=c.notes,
+        saved_activation_bytes=c.act.saved if c.act else 0.0, **card,
     )
 
 

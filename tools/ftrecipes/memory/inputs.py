@@ -7,11 +7,18 @@ from .estimate import Result, Setup, estimate
 from .remedies import remedies
 
 _DS_KEYS = ("reduce_bucket_size", "allgather_bucket_size", "stage3_max_live_parameters",
-            "stage3_prefetch_bucket_size", "contiguous_gradients")
+            "stage3_prefetch_bucket_size", "sub_group_size", "contiguous_gradients", "overlap_comm")
+_DS_FLAGS = ("contiguous_gradients", "overlap_comm")
+
+
+def _bucket(v):
+    """A bucket size as DeepSpeed reads it; "auto" is kept for memory.deepspeed_transients.resolve,
+    which fills it the way the HF Trainer and Accelerate do (from the hidden size)."""
+    return "auto" if v == "auto" else _num(v)
 
 
 def _num(v):
-    """DeepSpeed accepts 5e8 as a number or string; "auto" means a trainer fills it (we use defaults)."""
+    """DeepSpeed accepts 5e8 as a number or string; "auto" means a trainer fills it."""
     if v is None or v == "auto":
         return None
     if isinstance(v, bool):
@@ -41,7 +48,7 @@ def setup_from_deepspeed(ds: dict, **overrides) -> Setup:
         offload_param=op.get("device") or "none",
         pin_memory=bool(oo.get("pin_memory", op.get("pin_memory", False))),
         precision=precision,
-        ds={k: _num(z.get(k)) if k != "contiguous_gradients" else z.get(k) for k in _DS_KEYS if k in z},
+        ds={k: _bucket(z.get(k)) if k not in _DS_FLAGS else z.get(k) for k in _DS_KEYS if k in z},
     )
     mb = _num(ds.get("train_micro_batch_size_per_gpu"))
     if mb:
@@ -76,7 +83,8 @@ def setup_from_values(values: dict, meta: dict) -> Setup:
     s = Setup(
         model=meta.get("model") or v.get("model"), gpu=meta.get("gpu") or meta.get("gpu_type") or "A100-80GB",
         gpus=world, gpus_per_node=per_node, nodes=nodes, seq_len=seq,
-        micro_batch=int(v.get("micro_batch_size") or 1), precision=precision,
+        micro_batch=int(v.get("micro_batch_size") or 1), grad_accum=int(v.get("grad_accum") or 1),
+        precision=precision,
         zero_stage=int(v.get("zero_stage") or 0), offload_optimizer=v.get("offload_optimizer") or "none",
         offload_param=v.get("offload_param") or "none", pin_memory=bool(v.get("pin_memory", True)),
         gradient_checkpointing=bool(v.get("gradient_checkpointing", False)),

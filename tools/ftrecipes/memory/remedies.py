@@ -89,6 +89,7 @@ def remedies(s: Setup, current_peak: float, limit: int = 8) -> list[dict]:
         if change in seen:
             continue
         seen.add(change)
-        out.append({"change": change, "gpu_peak_bytes": round(r.gpu_peak_bytes), "verdict": r.verdict,
+        out.append({"change": change, "gpu_peak_bytes": round(r.gpu_peak_bytes),
+                    "gpu_card_bytes": round(r.gpu_card_bytes), "verdict": r.verdict,
                     "host_peak_bytes": round(r.host_peak_bytes), "cost_rank": cost})
     return out[:limit]

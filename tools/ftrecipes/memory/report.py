@@ -25,8 +25,9 @@ def render_text(r: Result) -> str:
     for p in r.phases:
         lines.append(f"{p.name:<10}" + "".join(f"{_g(p.by_category.get(c, 0)):>12}" for c in used)
                      + f"{_g(p.total_bytes):>10}")
-    lines.append(f"peak {r.gpu_peak_bytes / GiB:.1f} GiB of {r.gpu_bytes / GiB:.1f} GiB ({r.peak_phase}) "
-                 f"-> {r.verdict.upper()}")
+    lines.append(f"peak ({r.peak_phase}): allocated {r.gpu_allocated_bytes / GiB:.1f} GiB, reserved "
+                 f"{r.gpu_reserved_bytes / GiB:.1f} GiB; with CUDA context and other processes the card holds "
+                 f"{r.gpu_card_bytes / GiB:.1f} GiB of {r.gpu_bytes / GiB:.1f} GiB -> {r.verdict.upper()}")
     host = ", ".join(f"{k.replace('_', ' ')} {v / GiB:.1f}" for k, v in r.host.items() if v)
     lines.append(f"host RAM per node: peak {r.host_peak_bytes / GiB:.1f} GiB ({host})"
                  + (f" -> {r.host_verdict.upper()}" if r.host_verdict else ""))
@@ -35,14 +36,14 @@ def render_text(r: Result) -> str:
     if r.remedies:
         lines.append("remedies (cheapest first):")
         for m in r.remedies:
-            lines.append(f"  - {m['change']}: peak {m['gpu_peak_bytes'] / GiB:.1f} GiB -> {m['verdict']}")
+            lines.append(f"  - {m['change']}: card {m['gpu_card_bytes'] / GiB:.1f} GiB -> {m['verdict']}")
     return "\n".join(lines)
 
 
 def render_svg(result: Result, width: int = 640, height: int = 360) -> str:
     """Stacked bars (one per phase) by category, with the GPU capacity as a dashed line."""
     phases = result.phases
-    top = max([result.gpu_bytes, result.gpu_peak_bytes] + [p.total_bytes for p in phases]) * 1.08
+    top = max([result.gpu_bytes, result.gpu_peak_bytes, result.gpu_card_bytes] + [p.total_bytes for p in phases]) * 1.08
     ml, mr, mt, mb = 60, 150, 30, 40
     pw, ph = width - ml - mr, height - mt - mb
     bw = pw / (len(phases) * 1.6)
@@ -74,6 +75,11 @@ def render_svg(result: Result, width: int = 640, height: int = 360) -> str:
             acc += v
         out.append(f'<text x="{x + bw / 2:.1f}" y="{mt + ph + 16}" text-anchor="middle">{escape(p.name)}</text>')
         out.append(f'<text x="{x + bw / 2:.1f}" y="{y(acc) - 4:.1f}" text-anchor="middle">{acc / GiB:.1f}</text>')
+    # the bars are allocated memory; the verdict is about what the card holds (allocator reserve too)
+    card = y(result.gpu_card_bytes)
+    out.append(f'<line x1="{ml}" y1="{card:.1f}" x2="{ml + pw}" y2="{card:.1f}" stroke="#555" stroke-dasharray="2 3"/>')
+    out.append(f'<text x="{ml + 4}" y="{card - 4:.1f}" fill="#555">reserved + context '
+               f'{result.gpu_card_bytes / GiB:.1f} GiB</text>')
     cap = y(result.gpu_bytes)
     out.append(f'<line x1="{ml}" y1="{cap:.1f}" x2="{ml + pw}" y2="{cap:.1f}" stroke="#c00" stroke-dasharray="6 4"/>')
     out.append(f'<text x="{ml + pw - 4}" y="{cap - 4:.1f}" text-anchor="end" fill="#c00">'

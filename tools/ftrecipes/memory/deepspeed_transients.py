@@ -59,7 +59,9 @@ class Transients:
     backward_buckets: float = 0.0  # gradient reduction buffers during backward
     gathered_params: float = 0.0   # ZeRO-3: full parameters of the layers being computed
     step_grad_cast: float = 0.0    # fp32 gradient (partition or sub-group) built for the update
-    step_allgather: float = 0.0    # ZeRO-1/2: bucket that all-gathers updated parameters
+    init_grad_buffer: float = 0.0  # ZeRO-3: fp32 gradient buffer used to create Adam's states
+    step_allgather: float = 0.0    # ZeRO-1/2: bucket that all-gathers updated parameters, after
+                                   # the fp32 gradient is freed ("Step 4" in stage_1_and_2.step)
 
 
 def transients(cfg: dict, *, stage: int, n: int, p: int, trainable: int, largest_gather: int,
@@ -85,10 +87,11 @@ def transients(cfg: dict, *, stage: int, n: int, p: int, trainable: int, largest
             # (async_inplace_copy_grad_to_fp32_buffer_from_gpu) and clears it on the GPU.
             t.backward_buckets += p * largest_param
         else:
-            # step(): the gradient partition is cast to fp32 (single_partition_of_fp32_groups[i].grad)
-            # before Adam runs; Adam's states are created lazily after it on the first step.
-            # This is where Llama-3-8B on one A100-80GB OOMs (OpenRLHF#698).
-            t.step_grad_cast = 4 * trainable / n
+            # step(): the partition's gradients (views into grads_in_partition) are flattened into a
+            # new low-precision buffer and that is cast to fp32 (single_partition_of_fp32_groups[i].
+            # grad); both exist during the cast, before Adam's states are created lazily on the
+            # first step. This is where Llama-3-8B on one A100-80GB OOMs (OpenRLHF#698).
+            t.step_grad_cast = (p + 4) * trainable / n
         t.step_allgather = p * min(cfg["allgather_bucket_size"], trainable) if n > 1 else 0.0
     else:
         # stage3: parameters are fetched per module; at most stage3_max_live_parameters live at
@@ -99,6 +102,10 @@ def transients(cfg: dict, *, stage: int, n: int, p: int, trainable: int, largest
         t.backward_buckets = p * reduce_elems + (4 * reduce_elems if offload_optimizer == "cpu" else 0)
         if not offload:
             # _prepare_fp32_grad_for_sub_group(): the fp32 gradient is built one sub-group of
-            # sub_group_size elements at a time and released after that sub-group's update.
-            t.step_grad_cast = 4 * min(cfg["sub_group_size"], trainable / n)
+            # sub_group_size elements at a time (flatten() of its gradients, then .to(fp32)) and
+            # released after that sub-group's update. initialize_optimizer_states() in __init__
+            # steps Adam once on an fp32 zero buffer of the largest sub-group.
+            sub_group = min(cfg["sub_group_size"], trainable / n)
+            t.step_grad_cast = (p + 4) * sub_group
+            t.init_grad_buffer = 4 * sub_group
     return t

@@ -376,7 +376,7 @@ def _step(c: _Plan) -> Phase:
                        temporaries=tr.step_grad_cast)
     if c.stage in (1, 2):
         step = c.phase("step", master=ms.master, grads=ms.grads, optimizer=ms.optimizer,
-                       temporaries=tr.step_grad_cast + tr.step_allgather)
+                       temporaries=max(tr.step_grad_cast, tr.step_allgather))
         before_adam = step.total_bytes - step.by_category["optimizer"]
         if before_adam > c.gpu.memory_bytes:
             c.notes.append("runs out of memory at the first optimizer step, while DeepSpeed casts the gradient "
@@ -449,7 +449,7 @@ def estimate(s: Setup) -> Result:
     c.resident = _resident(c)
     # ZeRO-3's initialize_optimizer_states() steps Adam on an fp32 zero-gradient buffer of the
     # largest sub-group, freed again before training starts
-    setup = c.phase("setup", master=c.ms.master, temporaries=c.tr.step_grad_cast if c.resident else 0.0)
+    setup = c.phase("setup", master=c.ms.master, temporaries=c.tr.init_grad_buffer if c.resident else 0.0)
     phases = [setup, _forward(c), _backward(c), _step(c)]
     gpu_peak, peak_name, at = _peak(c, phases)
     card = _reserved(c, gpu_peak, at)

@@ -1,8 +1,10 @@
 """Per-GPU memory by phase (setup, forward, backward, step) and category, and the verdict.
 
-Phases follow the first training step, as a profiler sees it: DeepSpeed and torch create Adam's
-states lazily inside the first step, so "setup" holds no optimizer states. gpu_peak_bytes also
-covers the steady state (later steps run forward/backward with those states resident).
+Phases follow the first training step, as a profiler sees it: torch and DeepSpeed ZeRO-0/1/2
+create Adam's states lazily inside the first step, so their "setup" holds no optimizer states
+(ZeRO-3 creates them in its constructor). gpu_peak_bytes also covers the steady state (later
+steps run forward/backward with those states resident). Phase totals are allocated memory plus
+the CUDA context; the verdict is about the card figure, which adds the allocator's reserve.
 """
 from __future__ import annotations
 
@@ -16,12 +18,14 @@ from .model_states import model_states, zero_paper_model_states
 
 PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 TIGHT_HEADROOM = 0.10
-# CUDA context + cuBLAS workspace + NCCL buffers of one process: not visible to torch's allocator
-# but taken from the GPU. ~0.5-1 GiB on A100/H100 (NOTES.md); we use 0.75 GiB.
+# CUDA context of one process: not visible to torch's allocator but taken from the GPU.
+# ~0.5-1 GiB on A100/H100 (NOTES.md); we use 0.75 GiB for every GPU generation.
 CUDA_CONTEXT = int(0.75 * GiB)
 # The caching allocator's reserved-but-unallocated memory (see _reserved): a fixed part and a
 # part per byte of short-lived tensors at the peak. Both fitted by bench/fit_allocator.py on
-# bench/published_memory's train split, never on its held-out part.
+# bench/published_memory's train split, never on its held-out part. Fitted on nvidia-smi and
+# max_memory_reserved figures, the fixed part also absorbs what neither term names (NCCL's
+# buffers, a context larger than CUDA_CONTEXT).
 ALLOCATOR_FIXED = int(2.25 * GiB)
 ALLOCATOR_SLACK = 0.05
 CATEGORIES = ("params", "grads", "master", "optimizer", "activations", "temporaries", "runtime", "generation")

@@ -4,7 +4,7 @@ import argparse
 import json
 import sys
 
-from . import __version__
+from . import __version__, detect
 from .errors import UserError
 
 
@@ -142,8 +142,11 @@ def _cmd_lint(args):
         except ValueError as exc:
             raise UserError(f"--framework-version {item}: {exc}") from None
         versions[name.strip().lower()] = version.strip()
-    options = rules.Options(gpu=args.gpu, gpus=args.gpus, host_ram_gib=args.host_ram, framework_versions=versions)
-    result = lint.run(args.paths, kind=args.kind, options=options, ignore=args.ignore, skip_unknown=args.skip_unknown)
+    from . import extras
+
+    options = rules.Options(gpu=args.gpu, gpus=args.gpus, host_ram_gib=args.host_ram, framework_versions=versions,
+                            config_extras=extras.load(args.config_extras))
+    result = lint.run(args.paths, kind=args.kind, options=options, ignore=args.ignore, skip_unknown=args.skip_unknown, root=args.root)
     report.FORMATTERS[args.format](result, sys.stdout)
     if result.unusable:
         return 2
@@ -176,13 +179,16 @@ def build_parser():
 
     p = sub.add_parser("lint", help="check config files against the schemas and rules")
     p.add_argument("paths", nargs="*", metavar="FILE_OR_DIR")
-    p.add_argument("--kind", choices=["deepspeed", "accelerate", "trl", "llamafactory", "openrlhf"], help="skip detection")
+    p.add_argument("--kind", choices=list(detect.KINDS), help="skip detection")
     p.add_argument("--format", choices=["text", "json", "github", "sarif"], default="text")
     p.add_argument("--gpu", help="GPU type (e.g. V100-32GB, A100-80GB): enables hardware and memory rules")
     p.add_argument("--gpus", type=int, help="GPUs in the job, when the files don't say")
     p.add_argument("--host-ram", type=float, metavar="GIB", help="host RAM per node in GiB, for pinned-offload checks")
     p.add_argument("--framework-version", action="append", default=[], metavar="NAME=VER", help="check keys against this framework version")
     p.add_argument("--ignore", action="append", default=[], metavar="GLOB", help="skip files/folders matching (repeatable)")
+    p.add_argument("--config-extras", action="append", default=[], metavar="FILE",
+                   help="keys a custom training script adds: a YAML declaration {kind: {class: [keys]}} or the .py module defining its config dataclasses (repeatable)")
+    p.add_argument("--root", metavar="DIR", help="working directory launches start in: config paths in files resolve from here (default: the repository's top)")
     p.add_argument("--skip-unknown", action="store_true", help="skip named files that are not configs lint knows (for pre-commit)")
     p.add_argument("--explain", metavar="RULE", help="print a rule's documentation")
     p.add_argument("--list-rules", action="store_true", help="list every rule")

@@ -25,7 +25,18 @@ _TRL = {
     "reward_funcs", "vllm_mode", "loss_type", "bf16", "gradient_checkpointing", "logging_steps",
 }
 
-KINDS = ("deepspeed", "accelerate", "trl", "llamafactory", "openrlhf")
+# axolotl's own vocabulary (axolotl/utils/schemas/config.py: AxolotlInputConfig). `base_model` is
+# required there and is no other format's key; the rest are spellings only axolotl uses for
+# settings the HF trainer names differently (sequence_len vs max_length, micro_batch_size vs
+# per_device_train_batch_size, num_epochs vs num_train_epochs).
+_AXOLOTL = {
+    "base_model", "sequence_len", "micro_batch_size", "num_epochs", "sample_packing", "val_set_size",
+    "dataset_prepared_path", "lora_target_linear", "lora_model_dir", "saves_per_epoch", "evals_per_epoch",
+    "wandb_project", "wandb_watch", "wandb_log_model", "special_tokens", "tokenizer_type", "adapter",
+    "pad_to_sequence_len", "eval_sample_packing", "load_in_4bit", "load_in_8bit", "strict",
+}
+
+KINDS = ("deepspeed", "accelerate", "trl", "llamafactory", "openrlhf", "axolotl")
 SUFFIX_SYNTAX = {".json": "json", ".yaml": "yaml", ".yml": "yaml", ".sh": "shell", ".bash": "shell"}
 
 
@@ -51,6 +62,7 @@ def kind_of(syntax, data, text):
     if syntax == "json":
         return "deepspeed" if keys & _DEEPSPEED else None
     scores = {
+        "axolotl": len(keys & _AXOLOTL) + (3 if "base_model" in keys else 0),
         "accelerate": len(keys & _ACCELERATE),
         "llamafactory": len(keys & _LLAMAFACTORY) + (3 if "stage" in keys and "finetuning_type" in keys else 0),
         "trl": len(keys & _TRL),

@@ -130,6 +130,9 @@ FORMATS = {
         Format("trl", "yaml", "trl.schema.json", "TRL trainer config YAML (trl CLI / TrlParser)", "TrlParser stops with an error"),
         Format("llamafactory", "yaml", "llamafactory.schema.json", "LLaMA-Factory training YAML", "LLaMA-Factory stops with an error"),
         Format("openrlhf", "shell", "openrlhf.schema.json", "launch script running an OpenRLHF trainer", "argparse stops with 'unrecognized arguments'"),
+        # No axolotl schema yet: its files get the structural checks (duplicate keys, a mapping at
+        # the top) and the cross-file rules, and are no longer misread as TRL configs.
+        Format("axolotl", "yaml", None, "axolotl training YAML"),
         Format("shell", "shell", None, "launch script"),
         Format("hostfile", "text", None, "DeepSpeed hostfile"),
     )

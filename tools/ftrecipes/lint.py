@@ -1,7 +1,7 @@
 """Lint config files: find them, parse them, run the schema checks and the rules."""
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import detect, formats, launch, rules, shellcmd, sources, versions
@@ -27,6 +27,10 @@ class Config:
     kind: str  # deepspeed | accelerate | trl | llamafactory | openrlhf | launch
     doc: sources.Document
     commands: list = field(default_factory=list)  # shell scripts: shellcmd.Command list
+    root: str | None = None  # working directory its launch implies: references resolve from here first
+    # Keys a launch command sets on the command line for this file (`accelerate launch
+    # --config_file x.yaml --num_processes 8`): {key: (launch Config, command index)}.
+    overridden: dict = field(default_factory=dict)
 
     @property
     def data(self):
@@ -107,28 +111,85 @@ def load(path, explicit, kind=None):
     return Config(path, found, doc)
 
 
-def references(cfg):
-    """Paths of other config files this one names (resolved against its folder)."""
-    names = []
+def repo_root(path):
+    """The nearest folder above path that is a repository's top (holds .git), or None."""
+    here = Path(path).resolve().parent
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return str(folder)
+    return None
+
+
+def launch_root(path, root=None):
+    """The working directory a launch of this file implies: --root when the file is inside it,
+    else its repository's top. Frameworks open `deepspeed: examples/ds.json` and `--config_file
+    examples/x.yaml` from the directory the job starts in, which examples expect to be the top."""
+    if root and Path(path).resolve().is_relative_to(Path(root).resolve()):
+        return str(root)
+    return repo_root(path)
+
+
+def _named_files(cfg):
+    """(name, command index or None) for every file this config names."""
     data = cfg.data if isinstance(cfg.data, dict) else {}
     if cfg.kind == "accelerate" and isinstance(data.get("deepspeed_config"), dict):
-        names.append(data["deepspeed_config"].get("deepspeed_config_file"))
-    if cfg.kind in ("llamafactory", "trl"):
-        names.append(data.get("deepspeed"))
-    for cmd in cfg.commands:
+        yield data["deepspeed_config"].get("deepspeed_config_file"), None
+    if cfg.kind in ("llamafactory", "trl", "axolotl"):
+        yield data.get("deepspeed"), None
+    for i, cmd in enumerate(cfg.commands):
         flags, _ = shellcmd.flags_after(cmd, 0)
-        names += [v for k, (v, _) in flags.items() if k in CONFIG_FLAGS and isinstance(v, str)]
-        names += [w for w in cmd.words[1:] if w.endswith((".yaml", ".yml", ".json")) and not w.startswith("-")]
+        for k, (v, _) in flags.items():
+            if k in CONFIG_FLAGS and isinstance(v, str):
+                yield v, i
+        for w in cmd.words[1:]:
+            if w.endswith((".yaml", ".yml", ".json")) and not w.startswith("-"):
+                yield w, i
+
+
+def resolve(cfg, name):
+    """The file a name in cfg points at: from the launch's working directory, else cfg's folder."""
+    if not isinstance(name, str) or not name or "$" in name:
+        return None
+    bases = [Path(cfg.root)] if cfg.root else []
+    for base in bases + [cfg.dir]:
+        p = Path(name) if os.path.isabs(name) else base / name
+        if p.is_file():
+            return os.path.normpath(str(p))
+    return None
+
+
+def references(cfg):
+    """Paths of other config files this one names."""
     out = []
-    for name in names:
-        if isinstance(name, str) and name and "$" not in name:
-            p = Path(name) if os.path.isabs(name) else cfg.dir / name
-            if p.is_file():
-                out.append(os.path.normpath(str(p)))
+    for name, _ in _named_files(cfg):
+        p = resolve(cfg, name)
+        if p and p not in out:
+            out.append(p)
     return out
 
 
-def check_config(cfg, framework_versions=None):
+# `accelerate launch` flags that also are config-file keys: on the command line they win.
+_LAUNCH_OVERRIDES = {"num_processes", "num_machines", "machine_rank", "mixed_precision", "gpu_ids", "main_process_port", "main_process_ip"}
+
+
+def apply_overrides(configs):
+    """Mark the keys of accelerate configs that the command launching them overrides."""
+    by_path = {os.path.normpath(c.path): c for c in configs}
+    for cfg in configs:
+        for i, cmd in enumerate(cfg.commands):
+            if cmd.words[:2] != ["accelerate", "launch"] and not (cmd.words[:1] and cmd.words[0].endswith("/accelerate") and cmd.words[1:2] == ["launch"]):
+                continue
+            words = cmd.words[: next((j for j, w in enumerate(cmd.words) if w.endswith(".py") or w == "-m"), len(cmd.words))]
+            flags, _ = shellcmd.flags_after(shellcmd.Command(cmd.line, words, cmd.word_lines), 2)
+            target = by_path.get(resolve(cfg, (flags.get("config_file") or flags.get("config-file") or (None,))[0]) or "")
+            if target is None or target.kind != "accelerate":
+                continue
+            for name in flags:
+                if name.replace("-", "_") in _LAUNCH_OVERRIDES:
+                    target.overridden[name.replace("-", "_")] = (cfg, i)
+
+
+def check_config(cfg, framework_versions=None, extras=None):
     fmt = formats.FORMATS.get(cfg.kind)
     findings = []
     for key, line, col in cfg.doc.duplicates:
@@ -141,12 +202,34 @@ def check_config(cfg, framework_versions=None):
         findings.append(Finding(cfg.path, line, col, "wrong-type", ERROR, f"a {fmt.description} must be a mapping at the top level"))
         return findings
     if fmt.schema:
-        findings.extend(versions.schema_findings(cfg.doc, fmt, framework_versions))
+        declared = (extras or {}).get(cfg.kind, {})
+        findings.extend(_with_extras(cfg.doc, declared, lambda doc: versions.schema_findings(doc, fmt, framework_versions)))
     return findings
 
 
+def _with_extras(doc, declared, check):
+    """Schema findings with the keys a custom script declares left out; an unknown top-level key
+    then says that the script's own classes do not define it either."""
+    if not declared or not isinstance(doc.data, dict):
+        return check(doc)
+    import copy
+
+    own = copy.copy(doc)
+    own.data = {k: v for k, v in doc.data.items() if k not in declared}
+    classes = ", ".join(sorted(set(declared.values())))
+    out = []
+    for f in check(own):
+        if f.rule == "unknown-key" and f.message.startswith("unknown key '") and "' in " not in f.message.split("(", 1)[0]:
+            f = replace(f, message=f"{f.message}; the script's own classes ({classes}) do not define it either: add it to one of them or remove it")
+        out.append(f)
+    return out
+
+
 def _groups(configs):
-    """Configs used together: same folder, or linked by a reference (union-find)."""
+    """Configs used together: linked by a reference (union-find), or alone in a folder with
+    configs of other kinds. A folder holding several configs of one kind is a folder of
+    alternatives (TRL's accelerate_configs/, LLaMA-Factory's examples/deepspeed/): nobody runs
+    them together, so they are not compared."""
     parent = list(range(len(configs)))
 
     def find(i):
@@ -163,15 +246,17 @@ def _groups(configs):
             if ref in index:
                 parent[find(i)] = find(index[ref])
     for members in by_dir.values():
-        for i in members[1:]:
-            parent[find(i)] = find(members[0])
+        kinds = [configs[i].kind for i in members]
+        if len(set(kinds)) == len(kinds):
+            for i in members[1:]:
+                parent[find(i)] = find(members[0])
     groups = {}
     for i in range(len(configs)):
         groups.setdefault(find(i), []).append(configs[i])
     return list(groups.values())
 
 
-def run(targets, kind=None, options=None, ignore=(), skip_unknown=False):
+def run(targets, kind=None, options=None, ignore=(), skip_unknown=False, root=None):
     result = Result()
     options = options or rules.Options()
     configs = []
@@ -189,6 +274,7 @@ def run(targets, kind=None, options=None, ignore=(), skip_unknown=False):
             return
         if cfg is None:
             return
+        cfg.root = launch_root(path, root)
         configs.append(cfg)
         # Files a config names are part of its setup even when outside the targets.
         for ref in references(cfg):
@@ -198,7 +284,8 @@ def run(targets, kind=None, options=None, ignore=(), skip_unknown=False):
         add(path, explicit and not skip_unknown, kind)
     for cfg in configs:
         result.checked.append((cfg.path, cfg.kind))
-        result.findings.extend(check_config(cfg, options.framework_versions))
+        result.findings.extend(check_config(cfg, options.framework_versions, options.config_extras))
+    apply_overrides(configs)
     for group in _groups(configs):
         result.findings.extend(rules.run(rules.Setup(group, options)))
     if not result.checked and not result.unusable and not skip_unknown:

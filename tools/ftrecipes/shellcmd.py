@@ -19,39 +19,147 @@ class Command:
 
 
 def commands(text):
-    """Yield Commands of a script: continued lines joined, comments dropped."""
+    """Yield Commands of a script: continued lines joined, comments dropped.
+
+    Variables the script sets (`NAME=value`, `export NAME=value`, a quoted value over several
+    lines, `read -r -d '' NAME <<EOF ... EOF`) are expanded where a later command uses them, so
+    `deepspeed --module $training_commands` is seen with the trainer flags of the heredoc, each
+    word keeping the line it was written on.
+    """
     # Only "\n" ends a line in a shell script (str.splitlines also splits on \x1e, \x85, U+2028...,
     # which may sit inside a quoted word).
     lines = text.split("\n")
+    variables = {}  # name -> (words, word lines)
     i = 0
     while i < len(lines):
         start = i
-        parts = []
-        while True:
-            raw = lines[i] if i < len(lines) else ""
-            stripped = raw.rstrip()
-            cont = stripped.endswith("\\") and not stripped.endswith("\\\\")
-            parts.append((i + 1, stripped[:-1] if cont else stripped))
-            i += 1
-            if not cont or i >= len(lines):
-                break
-        words, word_lines = [], []
-        for lineno, chunk in parts:
-            toks = _words(chunk)
-            words.extend(toks)
-            word_lines.extend([lineno] * len(toks))
+        assigned = _multiline_assignment(lines, i)
+        if assigned:
+            name, words, word_lines, i = assigned
+            variables[name] = (words, word_lines)
+            continue
+        words, word_lines, i = _logical_line(lines, i)
         if not words:
             continue
+        words, word_lines, i = _heredoc(words, word_lines, lines, i, variables)
+        words, word_lines = _expand(words, word_lines, variables)
         # Split on ; && || | so "cd x && torchrun ..." yields both commands.
         current, current_lines = [], []
-        for w, ln in zip(words + [Operator(";")], word_lines + [word_lines[-1]]):
+        for w, ln in zip(words + [Operator(";")], word_lines + [word_lines[-1] if word_lines else start + 1]):
             if isinstance(w, Operator):
                 if current:
-                    yield _command(current, current_lines, start + 1)
+                    cmd = _command(current, current_lines, start + 1)
+                    _remember(cmd, variables)
+                    yield cmd
                 current, current_lines = [], []
             else:
                 current.append(w)
                 current_lines.append(ln)
+
+
+def _logical_line(lines, i):
+    """Words and their lines of the (backslash-continued) line starting at index i, and the next index."""
+    words, word_lines = [], []
+    while True:
+        raw = lines[i] if i < len(lines) else ""
+        stripped = raw.rstrip()
+        cont = stripped.endswith("\\") and not stripped.endswith("\\\\")
+        toks = _words(stripped[:-1] if cont else stripped)
+        words.extend(toks)
+        word_lines.extend([i + 1] * len(toks))
+        i += 1
+        if not cont or i >= len(lines):
+            return words, word_lines, i
+
+
+_MULTILINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=([\"'])(.*)$")
+
+
+def _multiline_assignment(lines, i):
+    """NAME="... over several lines ..." at index i: (name, words, word lines, next index), else None."""
+    m = _MULTILINE.match(lines[i])
+    if not m or m.group(3).count(m.group(2)) % 2 == 1:
+        return None  # not an assignment, or its quote closes on this line
+    quote, words, word_lines = m.group(2), [], []
+    chunk, j = m.group(3), i
+    while True:
+        end = chunk.find(quote)
+        body = chunk if end < 0 else chunk[:end]
+        body = body.rstrip()
+        toks = [w for w in _words(body[:-1] if body.endswith("\\") else body) if not isinstance(w, Operator)]
+        words.extend(toks)
+        word_lines.extend([j + 1] * len(toks))
+        j += 1
+        if end >= 0 or j >= len(lines):
+            return m.group(1), words, word_lines, j
+        chunk = lines[j]
+
+
+def _heredoc(words, word_lines, lines, i, variables):
+    """Drop a here-document from a command, reading its body; `read ... NAME <<EOF` sets NAME."""
+    for k, w in enumerate(words):
+        if isinstance(w, Operator) or not w.startswith("<<") or w.startswith("<<<"):
+            continue
+        delim, drop = w[2:].lstrip("-"), 1
+        if not delim and k + 1 < len(words):
+            delim, drop = words[k + 1], 2
+        strip_tabs = w.startswith("<<-")
+        body, body_lines = [], []
+        while i < len(lines):
+            if (lines[i].lstrip("\t") if strip_tabs else lines[i]).strip() == delim:
+                i += 1
+                break
+            toks, toks_lines, i = _logical_line(lines, i)
+            body.extend(t for t in toks if not isinstance(t, Operator))
+            body_lines.extend(ln for t, ln in zip(toks, toks_lines) if not isinstance(t, Operator))
+        words, word_lines = words[:k] + words[k + drop:], word_lines[:k] + word_lines[k + drop:]
+        if words and words[0] == "read":
+            names = [x for x in words[1:] if _NAME.fullmatch(x)]
+            if names:
+                variables[names[-1]] = _expand(body, body_lines, variables)
+        return words, word_lines, i
+    return words, word_lines, i
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def _expand(words, word_lines, variables):
+    """Expand $NAME / ${NAME} the script set: a whole word becomes the variable's words."""
+    out, out_lines = [], []
+    for w, ln in zip(words, word_lines):
+        m = _REF.fullmatch(w) if not isinstance(w, Operator) else None
+        if m and (m.group(1) or m.group(2)) in variables:
+            value, value_lines = variables[m.group(1) or m.group(2)]
+            out.extend(value)
+            out_lines.extend(value_lines)
+            continue
+        if not isinstance(w, Operator) and "$" in w:
+            w = _REF.sub(lambda r: _single(variables.get(r.group(1) or r.group(2)), r.group(0)), w)
+        out.append(w)
+        out_lines.append(ln)
+    return out, out_lines
+
+
+def _single(value, default):
+    return value[0][0] if value and len(value[0]) == 1 else default
+
+
+def _remember(cmd, variables):
+    """Record the variables an assignment-only command (`A=1 B="x y"`, `export A=1`) sets."""
+    if cmd.words and cmd.words[0] in ("export", "declare", "local", "readonly"):
+        pairs = [w.split("=", 1) for w in cmd.words[1:] if _ASSIGN.match(w)]
+    elif not cmd.words:
+        pairs = list(cmd.env.items())
+    else:
+        return
+    for name, value in pairs:
+        try:
+            words = shlex.split(value)
+        except ValueError:
+            words = value.split()
+        variables[name] = (words, [cmd.line] * len(words))
 
 
 class Operator(str):

@@ -23,6 +23,18 @@ from accelerate.utils import constants as C  # noqa: E402
 from common import argparse_scalar, closed_object, short, write  # noqa: E402
 
 BOOLISH = {"anyOf": [{"type": "boolean"}, {"enum": ["true", "false", "True", "False"]}]}
+STRATEGIES = list(C.FSDP_SHARDING_STRATEGY) + [x.lower() for x in C.FSDP_SHARDING_STRATEGY] + [1, 2, 3, 4, 5, "1", "2", "3", "4", "5"]
+
+
+def fsdp_by_version():
+    """fsdp_config constraints that depend on fsdp_version (absent = 1, accelerate's default)."""
+    keys = ("fsdp_reshard_after_forward", "reshard_after_forward")
+    v2 = {"properties": {"fsdp_version": {"enum": [2, "2"]}}, "required": ["fsdp_version"]}
+    return [{
+        "if": v2,
+        "then": {"properties": {k: dict(BOOLISH, description="FSDP2 takes a boolean here (the plugin raises ValueError otherwise).") for k in keys}},
+        "else": {"properties": {k: {"enum": STRATEGIES, "description": "FSDP1 takes a sharding strategy here (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, HYBRID_SHARD_ZERO2); the plugin raises ValueError on a boolean."} for k in keys}},
+    }]
 
 # Per-key value schemas where the argparse type (often plain str) is looser than what the code accepts.
 OVERRIDES = {
@@ -36,6 +48,10 @@ OVERRIDES = {
     "deepspeed_multinode_launcher": {"enum": list(C.DEEPSPEED_MULTINODE_LAUNCHERS)},
     "fsdp_version": {"enum": [1, 2, "1", "2"]},
     "fsdp_sharding_strategy": {"enum": list(C.FSDP_SHARDING_STRATEGY) + [1, 2, 3, 4, 5]},
+    # FullyShardedDataParallelPlugin.__post_init__ (utils/dataclasses.py): FSDP1 maps a strategy name
+    # (any case) or its number to a ShardingStrategy and raises ValueError on a bool; FSDP2 wants a
+    # bool. Which one applies is fixed per fsdp_version in FSDP_BY_VERSION below.
+    "fsdp_reshard_after_forward": {"anyOf": BOOLISH["anyOf"] + [{"enum": STRATEGIES}]},
     "fsdp_auto_wrap_policy": {"enum": list(C.FSDP_AUTO_WRAP_POLICY)},
     "fsdp_backward_prefetch": {"enum": list(C.FSDP_BACKWARD_PREFETCH)},
     "fsdp_state_dict_type": {"enum": list(C.FSDP_STATE_DICT_TYPE)},
@@ -145,6 +161,8 @@ def build():
                     sub["properties"][d[len("dynamo_"):]] = dict(s, description=short(f"Same as {d}. " + s["description"]))
             else:
                 sub = group_schema(parser, title, prefix, desc)
+            if name == "fsdp_config":
+                sub["allOf"] = fsdp_by_version()
             if name == "fp8_config":
                 for k, (launch, s) in FP8_CONFIG_WRITER_KEYS.items():
                     sub["properties"][k] = dict(s, description=f"Written by `accelerate config`; corresponds to launch --{launch}.")

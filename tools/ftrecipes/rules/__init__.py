@@ -34,6 +34,7 @@ class Options:
     gpus: int | None = None  # GPUs in the job (world size when launch files don't say)
     host_ram_gib: float | None = None
     framework_versions: dict = field(default_factory=dict)  # {"openrlhf": "0.8.5"}
+    config_extras: dict = field(default_factory=dict)  # {kind: {key: class}}: keys a custom script adds
 
 
 @dataclass

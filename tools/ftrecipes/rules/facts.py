@@ -91,6 +91,8 @@ def world_sizes(setup):
     """Facts about the number of training processes, from every place that states it."""
     out = []
     for acc in setup.of("accelerate"):
+        if "num_processes" in getattr(acc, "overridden", {}):
+            continue  # the launch command's --num_processes wins; its own fact is below
         n, m = acc.data.get("num_processes"), acc.data.get("num_machines", 1)
         if isinstance(n, int) and isinstance(m, int):
             # num_processes counts every machine's processes (accelerate launches
@@ -149,7 +151,7 @@ def trainer_batches(setup):
 
 def hf_trainer_present(setup):
     """True when an HF Trainer (which fills "auto") consumes the DeepSpeed config."""
-    if setup.of("accelerate") or setup.of("trl") or setup.of("llamafactory"):
+    if setup.of("accelerate") or setup.of("trl") or setup.of("llamafactory") or setup.of("axolotl"):
         return True
     for _, _, cmd in commands(setup):
         kind = launcher_of(cmd)

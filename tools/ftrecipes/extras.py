@@ -1,0 +1,77 @@
+"""Keys a custom training script adds to a framework's config file (`lint --config-extras`).
+
+alignment-handbook and open-r1 read TRL-style YAML with `TrlParser((ScriptArguments, SFTConfig,
+ModelConfig))` where their own subclasses add fields (`dataset_mixture`, `chat_template`,
+`system_prompt`, ...). TRL's schema cannot know those, so the user declares them, either
+
+- as YAML: `{trl: {open_r1.configs.SFTConfig: [chat_template, system_prompt]}}` (kind -> class ->
+  keys), or
+- by naming the Python module that defines the script's config dataclasses: every annotated field
+  of a class decorated with @dataclass is taken, read with `ast` (the module is never imported or
+  run), for the kind `trl`.
+"""
+
+import ast
+from pathlib import Path
+
+from . import detect, sources
+from .errors import UserError
+
+MAX_BYTES = 2 * 1024 * 1024
+
+
+def load(paths):
+    """{kind: {key: class name}} from the declaration files."""
+    out = {}
+    for path in paths:
+        text = sources.read_text(path, max_bytes=MAX_BYTES)
+        found = _from_python(text, path) if str(path).endswith(".py") else _from_declaration(text, path)
+        for kind, keys in found.items():
+            out.setdefault(kind, {}).update(keys)
+    return out
+
+
+def _from_python(text, path):
+    try:
+        tree = ast.parse(text, filename=str(path))
+    except SyntaxError as exc:
+        raise UserError(f"cannot read the script's config classes: {exc.msg}", path=path, line=exc.lineno) from None
+    module = Path(path).stem
+    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and any(_is_dataclass(d) for d in n.decorator_list)]
+    # A dataclass named in another one's field types (`datasets: list[DatasetConfig]`) is a nested
+    # value, not one of the parser's classes: its fields are not top-level keys.
+    nested = {n.id for c in classes for item in c.body if isinstance(item, ast.AnnAssign)
+              for n in ast.walk(item.annotation) if isinstance(n, ast.Name)}
+    keys = {}
+    for node in classes:
+        if node.name not in nested:
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    keys.setdefault(item.target.id, f"{module}.{node.name}")
+    return {"trl": keys}
+
+
+def _is_dataclass(decorator):
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
+    return name == "dataclass"
+
+
+def _from_declaration(text, path):
+    doc = sources.parse(text, path, detect.syntax_of(path, text))
+    if not isinstance(doc.data, dict):
+        raise UserError("a config-extras file maps a config kind to {class: [keys]}", path=path, line=1)
+    out = {}
+    for kind, classes in doc.data.items():
+        line, _ = doc.where((kind,))
+        if kind not in detect.KINDS:
+            raise UserError(f"unknown config kind '{kind}' (one of {', '.join(detect.KINDS)})", path=path, line=line, key=kind)
+        if not isinstance(classes, dict):
+            raise UserError(f"{kind}: expected a mapping of class name to a list of keys", path=path, line=line, key=kind)
+        for cls, keys in classes.items():
+            if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+                line, _ = doc.where((kind, cls))
+                raise UserError(f"{kind}.{cls}: expected a list of key names", path=path, line=line, key=f"{kind}.{cls}")
+            for key in keys:
+                out.setdefault(kind, {}).setdefault(key, str(cls))
+    return out

@@ -1,0 +1,42 @@
+"""Trainer flags on a script's command line that today's transformers no longer has."""
+
+from .. import schemas
+from . import ERROR, rule
+from .facts import commands, launcher_of
+
+# Flags every HF-Trainer script accepts (TrainingArguments): their presence says the script parses
+# its command line with HfArgumentParser(..., TrainingArguments).
+_TRAINER_MARKERS = ("output_dir", "per_device_train_batch_size", "deepspeed", "gradient_accumulation_steps")
+
+
+def _removed():
+    """{key: why} for the TrainingArguments keys trl.schema.json marks removed (`not: {}`)."""
+    props = schemas.load_schema("trl.schema.json").get("properties", {})
+    return {k: v.get("description", "removed") for k, v in props.items() if isinstance(v, dict) and v.get("not") == {}}
+
+
+@rule("removed-trainer-flag", ERROR, "a TrainingArguments flag transformers removed, passed to a training script")
+def removed_trainer_flag(setup):
+    """
+    Custom training scripts (QwenLM/Qwen's and MiniCPM-V's finetune.py, most in-house ones) read
+    their flags with `HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))`.
+    When a flag names a TrainingArguments field that transformers has removed
+    (`--evaluation_strategy`, renamed `--eval_strategy`; `--no_cuda`; `--overwrite_output_dir`),
+    `parse_args_into_dataclasses` raises "Some specified arguments are not used by the
+    HfArgumentParser" at start-up. Checked on commands that run a Python script with at least
+    one TrainingArguments flag, against the transformers release trl.schema.json was made from.
+    """
+    removed = None
+    for cfg, i, cmd in commands(setup):
+        if launcher_of(cmd) in (None, "vllm-serve", "llamafactory-cli") and not cmd.words[:1] == ["python"] and not (cmd.words and cmd.words[0].startswith("python")):
+            continue
+        script = next((j for j, w in enumerate(cmd.words) if w.endswith(".py")), None)
+        if script is None:
+            continue
+        flags = [(j, w[2:].split("=", 1)[0]) for j, w in enumerate(cmd.words) if j > script and w.startswith("--")]
+        if not any(name in _TRAINER_MARKERS for _, name in flags):
+            continue
+        removed = _removed() if removed is None else removed
+        for j, name in flags:
+            if name in removed:
+                yield cfg, ("command", i, j), f"--{name}: {removed[name]} (HfArgumentParser refuses flags no dataclass defines)"

@@ -89,6 +89,10 @@ CASES = [
     ("zero3-loading",
      {"ds.json": ds(**{"zero_optimization.stage": 3}), "run.sh": "#!/bin/bash\ntorchrun --nproc_per_node 4 finetune.py --deepspeed ds.json --low_cpu_mem_usage True\n"},
      {"ds.json": ds(**{"zero_optimization.stage": 2}), "run.sh": "#!/bin/bash\ntorchrun --nproc_per_node 4 finetune.py --deepspeed ds.json --low_cpu_mem_usage True\n"}, {}),
+    # QwenLM/Qwen finetune/finetune_ds.sh passes --evaluation_strategy, which transformers 5 renamed.
+    ("removed-trainer-flag",
+     {"run.sh": "#!/bin/bash\ntorchrun --nproc_per_node 2 finetune.py --output_dir o --evaluation_strategy no\n"},
+     {"run.sh": "#!/bin/bash\ntorchrun --nproc_per_node 2 finetune.py --output_dir o --eval_strategy no\n"}, {}),
 ]
 
 

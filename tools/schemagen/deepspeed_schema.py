@@ -444,6 +444,10 @@ def build():
                     "by tools/schemagen/deepspeed_schema.py. Unknown top-level keys are rejected here because DeepSpeed silently ignores them. "
                     '"auto" is allowed only where HF Trainer / accelerate fill it in before DeepSpeed sees the config.',
                            {"name": "deepspeed", "version": deepspeed.__version__}, dict(sorted(props.items())))
+    # JSON has no comments, so configs carry them as keys such as "_comment" (LLaMA-Factory's
+    # examples/deepspeed/ds_z2_autotp_config.json). DeepSpeedConfig ignores unknown top-level keys,
+    # which for these is exactly what the author wants: not a finding.
+    schema["patternProperties"] = {"^_": {"description": "A comment key: DeepSpeed ignores it, as intended."}}
     # DeepSpeedConfig asserts 'bfloat16 and fp16 modes cannot be simultaneously enabled'.
     schema["not"] = {
         "description": "bf16.enabled and fp16.enabled cannot both be true.",

@@ -1,6 +1,7 @@
 """Lint config files: find them, parse them, run the schema checks and the rules."""
 
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -256,6 +257,19 @@ def _groups(configs):
     return list(groups.values())
 
 
+_PLACEHOLDER = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\{\{.*?\}\}")
+
+
+def _template(path):
+    """True for a file with ${VAR} or {{ var }} placeholders (DeepSpeedExamples' ds_config_temp.json,
+    which its run.sh fills in with sed): it does not parse until a script has substituted them."""
+    try:
+        text = sources.read_text(path, max_bytes=MAX_BYTES)
+    except UserError:
+        return False
+    return bool(_PLACEHOLDER.search(text))
+
+
 def run(targets, kind=None, options=None, ignore=(), skip_unknown=False, root=None):
     result = Result()
     options = options or rules.Options()
@@ -270,6 +284,8 @@ def run(targets, kind=None, options=None, ignore=(), skip_unknown=False, root=No
         try:
             cfg = load(path, explicit, kind_)
         except UserError as err:
+            if not explicit and _template(path):
+                return  # found while walking a folder: an input of some script, not a config
             result.unusable.append(err)
             return
         if cfg is None:

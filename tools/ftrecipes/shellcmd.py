@@ -33,7 +33,7 @@ def commands(text):
     i = 0
     while i < len(lines):
         start = i
-        assigned = _multiline_assignment(lines, i)
+        assigned = _array_assignment(lines, i) or _multiline_assignment(lines, i)
         if assigned:
             name, words, word_lines, i = assigned
             variables[name] = (words, word_lines)
@@ -95,6 +95,30 @@ def _multiline_assignment(lines, i):
         chunk = lines[j]
 
 
+_ARRAY = re.compile(r"^\s*(?:(?:declare|local|readonly)\s+-a\s+)?([A-Za-z_][A-Za-z0-9_]*)=\((.*)$")
+
+
+def _array_assignment(lines, i):
+    """NAME=( words ... ) on one or several lines (comments allowed inside): as _multiline_assignment."""
+    m = _ARRAY.match(lines[i])
+    if not m:
+        return None
+    words, word_lines = [], []
+    chunk, j = m.group(2), i
+    while True:
+        toks = [w for w in _words(chunk.rstrip().removesuffix("\\")) if not isinstance(w, Operator)]
+        closed = bool(toks) and toks[-1].endswith(")") and not chunk.rstrip().endswith("\\)")
+        if closed:
+            toks[-1] = toks[-1][:-1]
+            toks = [t for t in toks if t]
+        words.extend(toks)
+        word_lines.extend([j + 1] * len(toks))
+        j += 1
+        if closed or j >= len(lines):
+            return m.group(1), words, word_lines, j
+        chunk = lines[j]
+
+
 def _heredoc(words, word_lines, lines, i, variables):
     """Drop a here-document from a command, reading its body; `read ... NAME <<EOF` sets NAME."""
     for k, w in enumerate(words):
@@ -122,7 +146,7 @@ def _heredoc(words, word_lines, lines, i, variables):
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?:\[[@*]\])?\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
 def _expand(words, word_lines, variables):

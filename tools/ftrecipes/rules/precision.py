@@ -9,7 +9,8 @@ def _bf16_sources(setup):
         b = ds.data.get("bf16") or ds.data.get("bfloat16")
         if isinstance(b, dict) and b.get("enabled") is True:
             yield ds, ("bf16", "enabled"), "DeepSpeed bf16.enabled"
-    for kind in ("trl", "llamafactory"):
+    # axolotl's `bf16: true` too (its config validation refuses it without bf16 hardware; `auto` picks).
+    for kind in ("trl", "llamafactory", "axolotl"):
         for cfg in setup.of(kind):
             if isinstance(cfg.data, dict) and cfg.data.get("bf16") is True:
                 yield cfg, ("bf16",), f"{kind} bf16: true"

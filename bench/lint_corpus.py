@@ -185,9 +185,9 @@ def mutations(rng):
             for flag in sorted(set(flags))[:3]:
                 bad = _typo(flag.split(".")[-1], rng)
                 new = flag.rsplit(".", 1)[0] + "." + bad
-                out.append(("OpenRLHF flag typo", rel, lambda t, f=flag, n=new: re.sub(rf"--{re.escape(f)}\b", "--" + n, t, count=1), new, None))
+                out.append(("OpenRLHF flag typo", rel, lambda t, f=flag, n=new: _sub_code(t, rf"--{re.escape(f)}\b", "--" + n), new, None))
         if suffix == ".sh" and re.search(r"--(eval_strategy|save_strategy)\b", text) and "openrlhf" not in text:
-            out.append(("removed transformers arg", rel, lambda t: re.sub(r"--(eval_strategy|save_strategy)\b", "--evaluation_strategy", t, count=1),
+            out.append(("removed transformers arg", rel, lambda t: _sub_code(t, r"--(eval_strategy|save_strategy)\b", "--evaluation_strategy"),
                         "evaluation_strategy", None))
         if suffix == ".yaml" and re.search(r"^(eval_strategy|save_strategy|output_dir):", text, re.M) and "base_model:" not in text:
             out.append(("removed transformers arg", rel, lambda t: t.rstrip("\n") + "\noverwrite_output_dir: true\n", "overwrite_output_dir", None))
@@ -195,6 +195,16 @@ def mutations(rng):
         if suffix == ".yaml" and m and re.search(r"^per_device_train_batch_size:\s*(\d+)", text, re.M):
             out.append(("batch mismatch across files", rel, None, "train_micro_batch_size_per_gpu", m.group(1)))
     return out
+
+
+def _sub_code(text, pattern, repl):
+    """re.sub of the first match on a line that is not a shell comment (mutate the flag, not its mention)."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if not line.lstrip().startswith("#") and re.search(pattern, line):
+            lines[i] = re.sub(pattern, repl, line, count=1)
+            return "\n".join(lines)
+    return None
 
 
 def _stage_ignored(text):

@@ -59,6 +59,17 @@ def test_axolotl_yaml_is_axolotl_not_trl(tmp_path):
     assert not errors(result)
 
 
+def test_axolotl_key_typo_is_reported_and_an_empty_unknown_key_is_not(tmp_path):
+    # axolotl's validate_config returns model_dump() of a model that ignores unknown keys: a typo is
+    # dropped silently; an unknown key left empty (`debug:` in examples/llama-3/sparse-finetuning.yaml)
+    # asks for nothing, and nothing is what happens.
+    write(tmp_path, {"typo.yml": AXOLOTL.replace("learning_rate:", "lerning_rate:"), "empty.yml": AXOLOTL + "debug:\n"})
+    found = errors(lint.run([str(tmp_path / "typo.yml")]))
+    assert len(found) == 1 and "'lerning_rate'" in found[0].message and "learning_rate" in found[0].message
+    assert not errors(lint.run([str(tmp_path / "empty.yml")]))
+    assert errors(lint.run([str(write(tmp_path / "v", {"e.yml": AXOLOTL + "debug: true\n"}) / "e.yml")]))
+
+
 def test_trl_yaml_without_axolotl_keys_stays_trl(tmp_path):
     write(tmp_path, {"sft.yaml": "model_name_or_path: m\noutput_dir: o\nlearning_rate: 2e-5\nbf16: true\nper_device_train_batch_size: 2\n"})
     assert lint.run([str(tmp_path / "sft.yaml")]).checked[0][1] == "trl"

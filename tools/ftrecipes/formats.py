@@ -112,6 +112,7 @@ class Format:
     schema: str | None  # schemas/<file>, None when there is nothing to validate
     description: str
     unknown_note: str = ""  # what the framework does with a key it doesn't know
+    drops_unknown: bool = False  # the framework drops unknown top-level keys instead of refusing the file
 
     @property
     def emit(self):
@@ -125,14 +126,13 @@ class Format:
 FORMATS = {
     f.name: f
     for f in (
-        Format("deepspeed", "json", "deepspeed.schema.json", "DeepSpeed config JSON", "DeepSpeed ignores it silently"),
+        Format("deepspeed", "json", "deepspeed.schema.json", "DeepSpeed config JSON", "DeepSpeed ignores it silently", True),
         Format("accelerate", "yaml", "accelerate.schema.json", "accelerate config YAML", "accelerate refuses to load the file"),
         Format("trl", "yaml", "trl.schema.json", "TRL trainer config YAML (trl CLI / TrlParser)", "TrlParser stops with an error"),
         Format("llamafactory", "yaml", "llamafactory.schema.json", "LLaMA-Factory training YAML", "LLaMA-Factory stops with an error"),
         Format("openrlhf", "shell", "openrlhf.schema.json", "launch script running an OpenRLHF trainer", "argparse stops with 'unrecognized arguments'"),
-        # No axolotl schema yet: its files get the structural checks (duplicate keys, a mapping at
-        # the top) and the cross-file rules, and are no longer misread as TRL configs.
-        Format("axolotl", "yaml", None, "axolotl training YAML"),
+        # Key names only (axolotl's models read from its source): values are not checked yet.
+        Format("axolotl", "yaml", "axolotl.schema.json", "axolotl training YAML", "axolotl drops it silently", True),
         Format("shell", "shell", None, "launch script"),
         Format("hostfile", "text", None, "DeepSpeed hostfile"),
     )

@@ -204,8 +204,26 @@ def check_config(cfg, framework_versions=None, extras=None):
         return findings
     if fmt.schema:
         declared = (extras or {}).get(cfg.kind, {})
-        findings.extend(_with_extras(cfg.doc, declared, lambda doc: versions.schema_findings(doc, fmt, framework_versions)))
+        doc = _without_empty_unknown(cfg.doc, fmt) if fmt.drops_unknown else cfg.doc
+        findings.extend(_with_extras(doc, declared, lambda doc: versions.schema_findings(doc, fmt, framework_versions)))
     return findings
+
+
+def _without_empty_unknown(doc, fmt):
+    """The document less its unknown top-level keys left empty (`debug:` in an axolotl example).
+    A framework that drops unknown keys does with an empty one exactly what the author wrote:
+    nothing."""
+    import copy
+
+    from . import schemas
+
+    known = schemas.load_schema(fmt.schema).get("properties", {})
+    empty = [k for k, v in doc.data.items() if v is None and k not in known]
+    if not empty:
+        return doc
+    own = copy.copy(doc)
+    own.data = {k: v for k, v in doc.data.items() if k not in empty}
+    return own
 
 
 def _with_extras(doc, declared, check):

@@ -3,8 +3,8 @@
     pip download --no-deps axolotl==0.19.0 && unzip axolotl-0.19.0-py3-none-any.whl -d /tmp/axolotl
     python3 tools/schemagen/axolotl_schema.py /tmp/axolotl
 
-axolotl's dependencies (a CUDA torch, bitsandbytes, ...) do not install on a CPU machine, so the
-models are read with `ast` instead of imported. The top-level keys are the fields (and their
+Importing axolotl needs its whole training stack; only names are wanted here, so the models are
+read with `ast` instead of imported and nothing has to be installed. The top-level keys are the fields (and their
 `alias=`es) of AxolotlInputConfig, AxolotlConfigWCapabilities and every base class they inherit
 from, plus the fields of every plugin's argument model (axolotl/integrations/*/args.py), which
 validate_config merges in when `plugins:` names the plugin. Only names are taken: values are not

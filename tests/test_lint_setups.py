@@ -228,6 +228,20 @@ def test_config_extras_from_python_module(tmp_path):
     assert len(found) == 1 and "'system_promt'" in found[0].message and "configs.GRPOConfig" in found[0].message
 
 
+@pytest.mark.parametrize("runner", ["src/open_r1/grpo.py", "-m open_r1.grpo"])
+def test_config_extras_from_the_launched_script(tmp_path, runner):
+    # open-r1: `accelerate launch src/open_r1/grpo.py --config recipes/.../config_demo.yaml`, where
+    # grpo.py imports its config classes from open_r1.configs (src/ layout).
+    files = {".git/HEAD": "", "src/open_r1/configs.py": CONFIGS_PY, "src/open_r1/grpo.py": "from open_r1.configs import GRPOConfig\n",
+             "recipes/demo/grpo.yaml": GRPO}
+    write(tmp_path, files)
+    plain = errors(lint.run([str(tmp_path / "recipes")]), "unknown-key")
+    assert len(plain) == 3
+    write(tmp_path, {"launch.sh": f"#!/bin/bash\naccelerate launch {runner} --config recipes/demo/grpo.yaml\n"})
+    found = errors(lint.run([str(tmp_path / "recipes"), str(tmp_path / "launch.sh")]), "unknown-key")
+    assert len(found) == 1 and "'system_promt'" in found[0].message and "configs.GRPOConfig" in found[0].message
+
+
 def test_config_extras_declaration_file_and_bad_declaration(tmp_path):
     write(tmp_path, {"extras.yaml": "trl:\n  my.Args: [dataset_mixture, system_prompt]\n", "bad.yaml": "trl:\n  my.Args: dataset_mixture\n"})
     assert extras.load([str(tmp_path / "extras.yaml")]) == {"trl": {"dataset_mixture": "my.Args", "system_prompt": "my.Args"}}

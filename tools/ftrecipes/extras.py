@@ -31,6 +31,39 @@ def load(paths):
     return out
 
 
+def from_entry_point(script, root):
+    """Keys the training script a launch command runs adds: the @dataclass fields of the script and
+    of the modules it imports from inside root (`from open_r1.configs import GRPOConfig` ->
+    root/src/open_r1/configs.py or root/open_r1/configs.py)."""
+    files = [Path(script)] + _local_imports(Path(script), Path(root) if root else Path(script).parent)
+    return load([str(f) for f in files]).get("trl", {})
+
+
+def _local_imports(script, root):
+    try:
+        tree = ast.parse(sources.read_text(script, max_bytes=MAX_BYTES), filename=str(script))
+    except (SyntaxError, UserError):
+        return []
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            base = script.parent if node.level else None
+            for _ in range(max(node.level - 1, 0)):
+                base = base.parent
+            names.append((base, node.module))
+        elif isinstance(node, ast.Import):
+            names += [(None, a.name) for a in node.names]
+    found = []
+    for base, module in names:
+        rel = Path(*module.split("."))
+        bases = [base] if base else [root / "src", root]
+        for b in bases:
+            for candidate in (b / rel.with_suffix(".py"), b / rel / "__init__.py"):
+                if candidate.is_file() and candidate not in found:
+                    found.append(candidate)
+    return found
+
+
 def _from_python(text, path):
     try:
         tree = ast.parse(text, filename=str(path))

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import detect, formats, launch, rules, shellcmd, sources, versions
+from . import extras as extras_mod
 from .errors import UserError
 from .findings import ERROR, Finding
 
@@ -32,6 +33,7 @@ class Config:
     # Keys a launch command sets on the command line for this file (`accelerate launch
     # --config_file x.yaml --num_processes 8`): {key: (launch Config, command index)}.
     overridden: dict = field(default_factory=dict)
+    extras: dict = field(default_factory=dict)  # {key: class}: keys the script that reads this file adds
 
     @property
     def data(self):
@@ -190,6 +192,33 @@ def apply_overrides(configs):
                     target.overridden[name.replace("-", "_")] = (cfg, i)
 
 
+def apply_entry_points(configs):
+    """Give each TRL-style file the keys of the script its launch command passes it to
+    (`accelerate launch src/open_r1/grpo.py --config recipes/x.yaml`, `python -m open_r1.sft --config ...`)."""
+    by_path = {os.path.normpath(c.path): c for c in configs}
+    for cfg in configs:
+        for cmd in cfg.commands:
+            flags, _ = shellcmd.flags_after(cmd, 0)
+            target = by_path.get(resolve(cfg, (flags.get("config") or (None,))[0]) or "")
+            script = _entry_point(cfg, cmd)
+            if target is not None and target.kind == "trl" and script:
+                try:
+                    target.extras.update(extras_mod.from_entry_point(script, cfg.root))
+                except UserError:
+                    pass  # a script we cannot read declares nothing; its YAML is checked as plain TRL
+
+
+def _entry_point(cfg, cmd):
+    """The Python file a command runs: a `.py` word, or the module after -m, found under the root."""
+    for j, w in enumerate(cmd.words):
+        if w.endswith(".py"):
+            return resolve(cfg, w)
+        if w in ("-m", "--module") and j + 1 < len(cmd.words):
+            rel = cmd.words[j + 1].replace(".", "/") + ".py"
+            return resolve(cfg, rel) or resolve(cfg, "src/" + rel)
+    return None
+
+
 def check_config(cfg, framework_versions=None, extras=None):
     fmt = formats.FORMATS.get(cfg.kind)
     findings = []
@@ -203,7 +232,7 @@ def check_config(cfg, framework_versions=None, extras=None):
         findings.append(Finding(cfg.path, line, col, "wrong-type", ERROR, f"a {fmt.description} must be a mapping at the top level"))
         return findings
     if fmt.schema:
-        declared = (extras or {}).get(cfg.kind, {})
+        declared = {**(extras or {}).get(cfg.kind, {}), **cfg.extras}
         doc = _without_empty_unknown(cfg.doc, fmt) if fmt.drops_unknown else cfg.doc
         findings.extend(_with_extras(doc, declared, lambda doc: versions.schema_findings(doc, fmt, framework_versions)))
     return findings
@@ -316,6 +345,7 @@ def run(targets, kind=None, options=None, ignore=(), skip_unknown=False, root=No
 
     for path, explicit in discover(targets, ignore):
         add(path, explicit and not skip_unknown, kind)
+    apply_entry_points(configs)
     for cfg in configs:
         result.checked.append((cfg.path, cfg.kind))
         result.findings.extend(check_config(cfg, options.framework_versions, options.config_extras))

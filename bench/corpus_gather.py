@@ -42,6 +42,10 @@ SELECTION = [
         "applications/DeepSpeed-Chat/training/step1_supervised_finetuning/training_scripts/llama2/*.sh"]),
 ]
 
+# Files that say which framework versions a repository pins (data, not configs to lint: listed with
+# role "pins"). setup.py files also pin, but they are code and stay out of the corpus.
+PIN_FILES = ("requirements*.txt", "pyproject.toml", "setup.cfg", "environment.yml")
+
 HELD_OUT_RULE = "held out: int(sha256(b'owner/name').hexdigest()[:8], 16) % 3 == 2"
 
 
@@ -62,17 +66,21 @@ def main(mirrors):
         # fnmatch's * crosses "/", so compare folder depth as well.
         chosen = [n for n in names if n.endswith((".json", ".yaml", ".yml", ".sh"))
                   and any(fnmatch.fnmatch(n, g) and n.count("/") == g.count("/") for g in globs)]
-        for name in chosen:
+        pins = [n for n in names if "/" not in n and any(fnmatch.fnmatch(n, g) for g in PIN_FILES)]
+        for name in chosen + pins:
             dest = CORPUS / repo.replace("/", "__") / name
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(git(repo_dir, "show", f"HEAD:{name}"))
-            entries.append({"repo": repo, "path": name, "commit": commit, "licence": licence,
-                            "split": "held-out" if held_out(repo) else "tuning"})
+            entry = {"repo": repo, "path": name, "commit": commit, "licence": licence,
+                     "split": "held-out" if held_out(repo) else "tuning"}
+            if name in pins:
+                entry["role"] = "pins"
+            entries.append(entry)
     header = (f"# Public config files used as lint test data, with their origin.\n"
               f"# Split fixed before any tuning: {HELD_OUT_RULE}\n"
               f"# (repository-level, so a held-out repository's layout was never seen while fixing rules).\n")
     (CORPUS / "SOURCES.yaml").write_text(header + yaml.safe_dump({"files": entries}, sort_keys=False, width=200))
-    print(f"{len(entries)} files")
+    print(f"{sum('role' not in e for e in entries)} config files, {sum('role' in e for e in entries)} pin files")
 
 
 if __name__ == "__main__":

@@ -51,8 +51,9 @@ def held_out_repo(repo):
     return int(hashlib.sha256(repo.encode()).hexdigest()[:8], 16) % 3 == 2
 
 
-def sources():
-    return yaml.safe_load((CORPUS / "SOURCES.yaml").read_text())["files"]
+def sources(role=None):
+    """The corpus entries of SOURCES.yaml: config files, or with role="pins" the files that pin versions."""
+    return [e for e in yaml.safe_load((CORPUS / "SOURCES.yaml").read_text())["files"] if e.get("role") == role]
 
 
 def repo_folder(repo):

@@ -25,7 +25,7 @@ def corpus():
 def test_corpus_is_cited_and_big_enough():
     entries = bench.sources()
     assert len(entries) >= 150
-    for e in entries:
+    for e in entries + bench.sources("pins"):
         assert set(e) >= {"repo", "path", "commit", "licence", "split"} and len(e["commit"]) == 40, e
         assert (bench.repo_folder(e["repo"]) / e["path"]).is_file(), e
         assert e["split"] == ("held-out" if bench.held_out_repo(e["repo"]) else "tuning"), e

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from . import detect, formats, launch, rules, shellcmd, sources, versions
 from . import extras as extras_mod
+from .rules.facts import launcher_of
 from .errors import UserError
 from .findings import ERROR, Finding
 
@@ -180,7 +181,7 @@ def apply_overrides(configs):
     by_path = {os.path.normpath(c.path): c for c in configs}
     for cfg in configs:
         for i, cmd in enumerate(cfg.commands):
-            if cmd.words[:2] != ["accelerate", "launch"] and not (cmd.words[:1] and cmd.words[0].endswith("/accelerate") and cmd.words[1:2] == ["launch"]):
+            if launcher_of(cmd) != "accelerate":
                 continue
             words = cmd.words[: next((j for j, w in enumerate(cmd.words) if w.endswith(".py") or w == "-m"), len(cmd.words))]
             flags, _ = shellcmd.flags_after(shellcmd.Command(cmd.line, words, cmd.word_lines), 2)
@@ -267,6 +268,7 @@ def _with_extras(doc, declared, check):
     classes = ", ".join(sorted(set(declared.values())))
     out = []
     for f in check(own):
+        # Top-level keys only: schemas.check words a nested one "unknown key 'k' in section (...)".
         if f.rule == "unknown-key" and f.message.startswith("unknown key '") and "' in " not in f.message.split("(", 1)[0]:
             f = replace(f, message=f"{f.message}; the script's own classes ({classes}) do not define it either: add it to one of them or remove it")
         out.append(f)

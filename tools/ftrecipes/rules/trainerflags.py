@@ -28,7 +28,8 @@ def removed_trainer_flag(setup):
     """
     removed = None
     for cfg, i, cmd in commands(setup):
-        if launcher_of(cmd) in (None, "vllm-serve", "llamafactory-cli") and not cmd.words[:1] == ["python"] and not (cmd.words and cmd.words[0].startswith("python")):
+        runs_python = launcher_of(cmd) in ("torchrun", "deepspeed", "accelerate") or (bool(cmd.words) and cmd.words[0].rsplit("/", 1)[-1].startswith("python"))
+        if not runs_python:
             continue
         script = next((j for j, w in enumerate(cmd.words) if w.endswith(".py")), None)
         if script is None:

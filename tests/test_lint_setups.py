@@ -181,6 +181,19 @@ def test_folder_with_one_config_of_each_kind_is_one_setup(tmp_path):
     assert errors(lint.run([str(tmp_path)]), "batch-arithmetic")
 
 
+def test_two_scripts_sharing_a_config_are_two_setups(tmp_path):
+    # QwenLM/Qwen finetune/: finetune_lora_ds.sh and finetune_qlora_ds.sh both pass ds_config_zero2.json;
+    # nobody runs the two scripts together, so their world sizes are not compared with each other.
+    ds = {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "zero_optimization": {"stage": 2}}
+    files = {"ds_config_zero2.json": ds, "ds_config_zero3.json": dict(ds, zero_optimization={"stage": 3}),
+             "lora.sh": "#!/bin/bash\ntorchrun --nproc_per_node 8 finetune.py --deepspeed ds_config_zero2.json --output_dir o\n",
+             "qlora.sh": "#!/bin/bash\ntorchrun --nproc_per_node 2 finetune.py --deepspeed ds_config_zero2.json --output_dir o\n"}
+    assert not errors(lint.run([str(write(tmp_path / "a", files))]))
+    files["ds_config_zero2.json"] = dict(ds, train_batch_size=16, train_micro_batch_size_per_gpu=2, gradient_accumulation_steps=1)
+    found = errors(lint.run([str(write(tmp_path / "b", files))]), "batch-arithmetic")
+    assert len(found) == 1 and "world size 2" in found[0].message  # 16 = 2 x 1 x 8 holds for lora.sh only
+
+
 def test_launch_line_num_processes_overrides_the_file(tmp_path):
     ds = {"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 2}}
     extra = "deepspeed_config:\n  deepspeed_config_file: ds.json\n"

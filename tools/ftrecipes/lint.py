@@ -276,34 +276,49 @@ def _with_extras(doc, declared, check):
 
 
 def _groups(configs):
-    """Configs used together: linked by a reference (union-find), or alone in a folder with
-    configs of other kinds. A folder holding several configs of one kind is a folder of
-    alternatives (TRL's accelerate_configs/, LLaMA-Factory's examples/deepspeed/): nobody runs
-    them together, so they are not compared."""
-    parent = list(range(len(configs)))
+    """Setups: each file nobody else names, with the files it names (transitively).
 
-    def find(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
+    Two launch scripts that both name ds_config_zero2.json are two setups sharing that file, not
+    one. A folder holding at most one config of each kind counts as one unit (a rendered recipe);
+    a folder with several of one kind holds alternatives (TRL's accelerate_configs/,
+    LLaMA-Factory's examples/deepspeed/) that nobody runs together, so they are not compared.
+    """
     index = {os.path.normpath(c.path): i for i, c in enumerate(configs)}
+    unit_of = list(range(len(configs)))  # folder unit: index of its first member
     by_dir = {}
     for i, c in enumerate(configs):
         by_dir.setdefault(os.path.normpath(str(c.dir)), []).append(i)
-        for ref in references(c):
-            if ref in index:
-                parent[find(i)] = find(index[ref])
     for members in by_dir.values():
         kinds = [configs[i].kind for i in members]
         if len(set(kinds)) == len(kinds):
-            for i in members[1:]:
-                parent[find(i)] = find(members[0])
-    groups = {}
-    for i in range(len(configs)):
-        groups.setdefault(find(i), []).append(configs[i])
-    return list(groups.values())
+            for i in members:
+                unit_of[i] = members[0]
+    units = {}
+    for i, u in enumerate(unit_of):
+        units.setdefault(u, []).append(i)
+    refs = {u: {unit_of[index[r]] for i in members for r in references(configs[i]) if r in index} - {u}
+            for u, members in units.items()}
+    named = set().union(*refs.values()) if refs else set()
+
+    def closure(u):
+        seen, stack = set(), [u]
+        while stack:
+            v = stack.pop()
+            if v not in seen:
+                seen.add(v)
+                stack.extend(refs[v])
+        return seen
+
+    groups, covered = [], set()
+    for u in units:
+        if u not in named:
+            groups.append(closure(u))
+            covered |= groups[-1]
+    for u in units:
+        if u not in covered:  # only reachable inside a cycle of references
+            groups.append(closure(u))
+            covered |= groups[-1]
+    return [[configs[i] for v in sorted(g) for i in units[v]] for g in groups]
 
 
 _PLACEHOLDER = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\{\{.*?\}\}")

@@ -1,9 +1,9 @@
 """Lint rules beyond the schemas: each has an id, a severity, a doc and a check.
 
-A rule sees a whole *setup* - the configs that are used together (files in one
-folder, and files that reference each other: accelerate's deepspeed_config_file,
-LLaMA-Factory's `deepspeed:`, configs named in a launch script) - so cross-file
-rules can compare, say, the DeepSpeed batch with the trainer's.
+A rule sees a whole *setup* - the configs that are used together (a file nobody
+else names with the files it names: accelerate's deepspeed_config_file, LLaMA-Factory's
+`deepspeed:`, configs named in a launch script; a folder with one config of each kind)
+- so cross-file rules can compare, say, the DeepSpeed batch with the trainer's.
 
 Adding a rule: a function in a module of this package, decorated with
 ``@rule(id, severity, summary)``; its docstring is the ``--explain`` text. Tests

@@ -92,7 +92,7 @@ CASES = [
     # QwenLM/Qwen finetune/finetune_ds.sh passes --evaluation_strategy, which transformers 5 renamed.
     ("removed-trainer-flag",
      {"run.sh": "#!/bin/bash\ntorchrun --nproc_per_node 2 finetune.py --output_dir o --evaluation_strategy no\n"},
-     {"run.sh": "#!/bin/bash\ntorchrun --nproc_per_node 2 finetune.py --output_dir o --eval_strategy no\n"}, {}),
+     {"run.sh": "#!/bin/bash\ntorchrun --nproc_per_node 2 finetune.py --output_dir o --eval_strategy no --torch_dtype bfloat16\n"}, {}),
 ]
 
 

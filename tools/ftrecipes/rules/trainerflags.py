@@ -10,9 +10,13 @@ _TRAINER_MARKERS = ("output_dir", "per_device_train_batch_size", "deepspeed", "g
 
 
 def _removed():
-    """{key: why} for the TrainingArguments keys trl.schema.json marks removed (`not: {}`)."""
+    """{key: why} for the TrainingArguments keys trl.schema.json marks removed (`not: {}`).
+
+    TRL's own ModelConfig removals (`torch_dtype`) are left out: a custom script's ModelArguments
+    often defines such a field itself."""
     props = schemas.load_schema("trl.schema.json").get("properties", {})
-    return {k: v.get("description", "removed") for k, v in props.items() if isinstance(v, dict) and v.get("not") == {}}
+    return {k: v.get("description", "removed") for k, v in props.items()
+            if isinstance(v, dict) and v.get("not") == {} and not str(v.get("description", "")).startswith("ModelConfig")}
 
 
 @rule("removed-trainer-flag", ERROR, "a TrainingArguments flag transformers removed, passed to a training script")

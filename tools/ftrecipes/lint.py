@@ -134,20 +134,20 @@ def launch_root(path, root=None):
 
 
 def _named_files(cfg):
-    """(name, command index or None) for every file this config names."""
+    """The names of the files this config points at, as written."""
     data = cfg.data if isinstance(cfg.data, dict) else {}
     if cfg.kind == "accelerate" and isinstance(data.get("deepspeed_config"), dict):
-        yield data["deepspeed_config"].get("deepspeed_config_file"), None
+        yield data["deepspeed_config"].get("deepspeed_config_file")
     if cfg.kind in ("llamafactory", "trl", "axolotl"):
-        yield data.get("deepspeed"), None
-    for i, cmd in enumerate(cfg.commands):
+        yield data.get("deepspeed")
+    for cmd in cfg.commands:
         flags, _ = shellcmd.flags_after(cmd, 0)
         for k, (v, _) in flags.items():
             if k in CONFIG_FLAGS and isinstance(v, str):
-                yield v, i
+                yield v
         for w in cmd.words[1:]:
             if w.endswith((".yaml", ".yml", ".json")) and not w.startswith("-"):
-                yield w, i
+                yield w
 
 
 def resolve(cfg, name):
@@ -165,7 +165,7 @@ def resolve(cfg, name):
 def references(cfg):
     """Paths of other config files this one names."""
     out = []
-    for name, _ in _named_files(cfg):
+    for name in _named_files(cfg):
         p = resolve(cfg, name)
         if p and p not in out:
             out.append(p)

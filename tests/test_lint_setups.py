@@ -206,6 +206,30 @@ def test_launch_line_num_processes_overrides_the_file(tmp_path):
     assert any("--num_processes 4" in f.message for f in found)
 
 
+@pytest.mark.parametrize("launch,ok", [
+    ("accelerate launch train.py --config sft.yaml --per_device_train_batch_size 4", True),
+    ("accelerate launch train.py --config sft.yaml --per_device_train_batch_size 3", False),
+    ("accelerate launch train.py --config sft.yaml", False),
+])
+def test_trainer_flags_on_the_launch_line_override_the_yaml(tmp_path, launch, ok):
+    # TrlParser.parse_args_and_config: the YAML sets defaults, command-line flags win.
+    ds = {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": "auto", "zero_optimization": {"stage": 2}}
+    acc_yaml = acc(2, "deepspeed_config:\n  deepspeed_config_file: ds.json\n").replace("MULTI_GPU", "DEEPSPEED")
+    files = {"ds.json": ds, "acc.yaml": acc_yaml, "sft.yaml": "model_name_or_path: m\noutput_dir: o\nper_device_train_batch_size: 2\n",
+             "run.sh": f"#!/bin/bash\n{launch.replace('accelerate launch', 'accelerate launch --config_file acc.yaml')}\n"}
+    found = errors(lint.run([str(write(tmp_path, files))]), "batch-arithmetic")
+    assert (not found) == ok, [f.message for f in found]
+
+
+@pytest.mark.parametrize("value,ok", [("4", True), ("3", False)])
+def test_llamafactory_cli_key_value_overrides_the_yaml(tmp_path, value, ok):
+    ds = dict(DS_AUTO, train_micro_batch_size_per_gpu=4)
+    files = {"examples/deepspeed/ds_z3_config.json": ds, "examples/train_full/sft.yaml": LF_TRAIN,
+             "run.sh": f"#!/bin/bash\nllamafactory-cli train examples/train_full/sft.yaml per_device_train_batch_size={value}\n"}
+    found = errors(lint.run([str(write(tmp_path, files))], root=str(tmp_path)), "batch-arithmetic")
+    assert (not found) == ok, [f.message for f in found]
+
+
 # --- config extras ----------------------------------------------------------------------------------
 
 GRPO = "model_name_or_path: m\noutput_dir: o\nnum_generations: 8\nper_device_train_batch_size: 8\ndataset_mixture:\n  datasets: []\nsystem_prompt: hi\nsystem_promt: typo\n"

@@ -177,10 +177,14 @@ _LAUNCH_OVERRIDES = {"num_processes", "num_machines", "machine_rank", "mixed_pre
 
 
 def apply_overrides(configs):
-    """Mark the keys of accelerate configs that the command launching them overrides."""
+    """Mark the keys of config files that the command launching them overrides: `accelerate
+    launch --config_file x.yaml --num_processes 8`, `train.py --config sft.yaml
+    --per_device_train_batch_size 4` (TrlParser: the command line wins over the file) and
+    `llamafactory-cli train x.yaml per_device_train_batch_size=4`."""
     by_path = {os.path.normpath(c.path): c for c in configs}
     for cfg in configs:
         for i, cmd in enumerate(cfg.commands):
+            _trainer_overrides(cfg, i, cmd, by_path)
             if launcher_of(cmd) != "accelerate":
                 continue
             words = cmd.words[: next((j for j, w in enumerate(cmd.words) if w.endswith(".py") or w == "-m"), len(cmd.words))]
@@ -191,6 +195,19 @@ def apply_overrides(configs):
             for name in flags:
                 if name.replace("-", "_") in _LAUNCH_OVERRIDES:
                     target.overridden[name.replace("-", "_")] = (cfg, i)
+
+
+def _trainer_overrides(cfg, i, cmd, by_path):
+    if launcher_of(cmd) == "llamafactory-cli":
+        target = next((by_path.get(resolve(cfg, w) or "") for w in cmd.words[2:3]), None)
+        keys = [w.split("=", 1)[0] for w in cmd.words[3:] if "=" in w and not w.startswith("-")]
+    else:
+        flags, _ = shellcmd.flags_after(cmd, 0)
+        target = by_path.get(resolve(cfg, (flags.get("config") or (None,))[0]) or "")
+        keys = [k for k in flags if k != "config"]
+    if target is not None and target.kind in ("trl", "llamafactory"):
+        for key in keys:
+            target.overridden[key] = (cfg, i)
 
 
 def apply_entry_points(configs):

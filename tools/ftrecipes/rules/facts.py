@@ -83,6 +83,14 @@ def _flag(cmd, *names):
     return None, None
 
 
+def _assignment(cmd, name):
+    """(value, word index) of a `name=value` word of the command, or (None, None)."""
+    for j, w in enumerate(cmd.words):
+        if w.startswith(name + "="):
+            return w.split("=", 1)[1], j
+    return None, None
+
+
 def _int(text):
     return int(text) if isinstance(text, str) and re.fullmatch(r"\d+", text) else None
 
@@ -133,7 +141,8 @@ def trainer_batches(setup):
         for cfg in setup.of(kind):
             if not isinstance(cfg.data, dict):
                 continue
-            m, a = cfg.data.get("per_device_train_batch_size"), cfg.data.get("gradient_accumulation_steps")
+            overridden = getattr(cfg, "overridden", {})  # a launch line's value wins; its fact is below
+            m, a = (None if k in overridden else cfg.data.get(k) for k in ("per_device_train_batch_size", "gradient_accumulation_steps"))
             out.append((
                 Fact(m, cfg, ("per_device_train_batch_size",), f"{kind} per_device_train_batch_size") if m is not None else None,
                 Fact(a, cfg, ("gradient_accumulation_steps",), f"{kind} gradient_accumulation_steps") if a is not None else None,
@@ -141,6 +150,9 @@ def trainer_batches(setup):
     for cfg, i, cmd in commands(setup):
         m, jm = _flag(cmd, "per_device_train_batch_size")
         a, ja = _flag(cmd, "gradient_accumulation_steps")
+        if launcher_of(cmd) == "llamafactory-cli":  # `llamafactory-cli train x.yaml key=value`
+            m, jm = _assignment(cmd, "per_device_train_batch_size")
+            a, ja = _assignment(cmd, "gradient_accumulation_steps")
         if m is not None or a is not None:
             out.append((
                 Fact(_int(m), cfg, ("command", i, jm), "--per_device_train_batch_size") if _int(m) else None,

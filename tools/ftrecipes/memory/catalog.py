@@ -19,29 +19,48 @@ class GPU:
     name: str
     memory_bytes: int
     bf16: bool  # bf16 needs compute capability >= 8.0 (Ampere); V100/T4 only have fp16
+    # architecture generation (volta, turing, ampere, ada, hopper, blackwell, cdna3): the CUDA /
+    # ROCm context and library workspaces a process takes differ by generation
+    generation: str = ""
 
 
 # Memory is the marketed size; the usable amount is lower (CUDA context, see estimate.py).
 # "80GB" parts report 79.x GiB via nvidia-smi: vendors count 80 * 10^9-ish, so we use the
 # nvidia-smi totals (MiB) where they are well known.
 _GPUS = [
-    GPU("V100-16GB", 16160 * 2**20, False),
-    GPU("V100-32GB", 32510 * 2**20, False),
-    GPU("T4", 15360 * 2**20, False),
-    GPU("A10", 23028 * 2**20, True),
-    GPU("L4", 23034 * 2**20, True),
-    GPU("RTX-4090", 24564 * 2**20, True),
-    GPU("A100-40GB", 40960 * 2**20, True),
-    GPU("A100-80GB", 81920 * 2**20, True),
-    GPU("H100-80GB", 81559 * 2**20, True),
-    GPU("H200", 143771 * 2**20, True),
+    GPU("V100-16GB", 16160 * 2**20, False, "volta"),
+    GPU("V100-32GB", 32510 * 2**20, False, "volta"),
+    GPU("T4", 15360 * 2**20, False, "turing"),
+    GPU("A10", 23028 * 2**20, True, "ampere"),
+    GPU("A10G", 23028 * 2**20, True, "ampere"),        # AWS g5; nvidia-smi 23028MiB
+    GPU("L4", 23034 * 2**20, True, "ada"),
+    GPU("RTX-3090", 24576 * 2**20, True, "ampere"),    # 24 GB GDDR6X
+    GPU("RTX-4090", 24564 * 2**20, True, "ada"),
+    GPU("RTX-5090", 32607 * 2**20, True, "blackwell"),  # 32 GB GDDR7
+    GPU("A6000", 49140 * 2**20, True, "ampere"),       # RTX A6000, 48 GB GDDR6
+    GPU("L40S", 46068 * 2**20, True, "ada"),           # 48 GB GDDR6 (ECC on)
+    GPU("A100-40GB", 40960 * 2**20, True, "ampere"),
+    GPU("A100-80GB", 81920 * 2**20, True, "ampere"),
+    # A800 = A100 with NVLink cut to 400 GB/s (export variant): same memory as the A100
+    GPU("A800-40GB", 40960 * 2**20, True, "ampere"),
+    GPU("A800-80GB", 81920 * 2**20, True, "ampere"),
+    GPU("H20", 97871 * 2**20, True, "hopper"),         # 96 GB HBM3
+    GPU("H100-80GB", 81559 * 2**20, True, "hopper"),
+    GPU("H200", 143771 * 2**20, True, "hopper"),       # 141 GB HBM3e
+    GPU("B200", 183359 * 2**20, True, "blackwell"),    # 180 GB HBM3e usable of 192
+    # AMD Instinct MI300X, 192 GB HBM3; torch reports total_memory 205,822,885,888 bytes
+    GPU("MI300X", 205_822_885_888, True, "cdna3"),
 ]
 GPUS = {g.name: g for g in _GPUS}
 _GPU_ALIASES = {
     "v100": "V100-32GB", "v100-32g": "V100-32GB", "v100-16g": "V100-16GB",
     "a100": "A100-80GB", "a100-80g": "A100-80GB", "a100-40g": "A100-40GB",
     "h100": "H100-80GB", "h100-80g": "H100-80GB", "h200-141gb": "H200",
-    "4090": "RTX-4090", "rtx4090": "RTX-4090",
+    "4090": "RTX-4090", "rtx4090": "RTX-4090", "3090": "RTX-3090", "rtx3090": "RTX-3090",
+    "5090": "RTX-5090", "rtx5090": "RTX-5090", "rtx-a6000": "A6000", "rtxa6000": "A6000",
+    "a6000-48gb": "A6000", "l40s-48gb": "L40S", "a10g-24gb": "A10G", "a800": "A800-80GB",
+    "a800-80g": "A800-80GB", "a800-40g": "A800-40GB", "h20-96gb": "H20", "b200-192gb": "B200",
+    "mi300x-192gb": "MI300X", "h200-141g": "H200",
 }
 
 
@@ -54,6 +73,41 @@ def gpu(name: str) -> GPU:
     if alias:
         return GPUS[alias]
     raise KeyError(f"unknown GPU {name!r}; known: {', '.join(GPUS)}")
+
+
+@dataclass(frozen=True)
+class VisionTower:
+    """A ViT image encoder (SigLIP / CLIP) and the projector that turns one image slice into
+    `tokens_per_slice` language-model tokens, in HF vision_config vocabulary."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    patch_size: int
+    slice_size: int            # pixels per side of one slice fed to the tower
+    position_size: int         # image_size the position embedding table is built for
+    tokens_per_slice: int      # LLM tokens one slice becomes (MiniCPM-V: the resampler's queries)
+    text_hidden: int
+    projector: str = "resampler"  # resampler (MiniCPM-V) | linear (Gemma-3, Llava-style)
+
+    @property
+    def patches_per_slice(self) -> int:
+        return (self.slice_size // self.patch_size) ** 2
+
+    def param_count(self) -> int:
+        h, i, e = self.hidden_size, self.intermediate_size, self.text_hidden
+        # SigLIP encoder layer: q/k/v/out with bias, fc1/fc2 with bias, two LayerNorms (w + b)
+        layer = 4 * (h * h + h) + (h * i + i) + (i * h + h) + 4 * h
+        embed = 3 * self.patch_size ** 2 * h + h + (self.position_size // self.patch_size) ** 2 * h
+        tower = self.num_hidden_layers * layer + embed + 2 * h  # + post_layernorm
+        if self.projector == "resampler":
+            # MiniCPM-V resampler.py: queries, kv_proj (no bias), nn.MultiheadAttention (in_proj
+            # 3e*e + 3e, out_proj e*e + e), ln_q/ln_kv/ln_post (2e each) and proj (e*e)
+            proj = self.tokens_per_slice * e + h * e + 4 * e * e + 4 * e + 6 * e + e * e
+        else:
+            proj = h * e + h  # norm + linear projection into the text width
+        return tower + proj
 
 
 @dataclass(frozen=True)
@@ -74,6 +128,7 @@ class ModelShape:
     extra_params: int = 0
     note: str = ""
     hf_config: dict = field(default_factory=dict, compare=False, hash=False)
+    vision: VisionTower | None = None
 
     @property
     def head_dim(self) -> int:
@@ -94,7 +149,17 @@ class ModelShape:
     def layer_params(self) -> int:
         lin = sum(a * b for a, b in self.linear_shapes().values())
         bias = (self.num_attention_heads * self.head_dim + 2 * self.kv_dim) if self.qkv_bias else 0
-        return lin + bias + 2 * self.hidden_size  # two RMSNorm weights
+        return lin + bias + self.norms_per_layer * self.hidden_size + self.qk_norm_params
+
+    @property
+    def norms_per_layer(self) -> int:
+        # Gemma-2/3 wrap both attention and MLP in pre- and post-norms; Llama/Qwen/Mistral have two
+        return 4 if self.model_type.startswith(("gemma2", "gemma3")) else 2
+
+    @property
+    def qk_norm_params(self) -> int:
+        # Qwen3 and Gemma-3 normalise queries and keys per head (one head_dim weight each)
+        return 2 * self.head_dim if self.model_type.startswith(("qwen3", "gemma3")) else 0
 
     def decoder_params(self) -> int:
         emb = self.vocab_size * self.hidden_size
@@ -102,14 +167,26 @@ class ModelShape:
         return emb + head + self.num_hidden_layers * self.layer_params() + self.hidden_size
 
     def param_count(self) -> int:
-        return self.decoder_params() + self.extra_params
+        return self.decoder_params() + self.extra_params + (self.vision.param_count() if self.vision else 0)
 
 
-def _shape(name, h, i, layers, heads, kv, vocab, *, tie=False, bias=False, mtype="llama", extra=0, note="", **hf):
+def _shape(name, h, i, layers, heads, kv, vocab, *, tie=False, bias=False, mtype="llama", extra=0, note="",
+           vision=None, **hf):
     cfg = dict(model_type=mtype, hidden_size=h, intermediate_size=i, num_hidden_layers=layers,
                num_attention_heads=heads, num_key_value_heads=kv, vocab_size=vocab,
                tie_word_embeddings=tie, **hf)
-    return ModelShape(name, h, i, layers, heads, kv, vocab, tie, bias, mtype, extra, note, cfg)
+    return ModelShape(name, h, i, layers, heads, kv, vocab, tie, bias, mtype, extra, note, cfg, vision)
+
+
+# SigLIP-so400m-patch14 (google/siglip-so400m-patch14-384 config.json: hidden 1152, intermediate
+# 4304, 27 layers, 16 heads, patch 14). MiniCPM-V 2.6 (openbmb/MiniCPM-V-2_6 config.json:
+# vision_config image_size 980, query_num 64, slice_config scale_resolution 448, max_slice_nums 9
+# slices + the overview image = up to 10 slices a sample) feeds 448-pixel slices (32x32 = 1024
+# patches) through it and resamples each to 64 tokens in the LLM's width. Gemma-3 4B/12B
+# (google/gemma-3-4b-it config.json: vision image_size 896, mm_tokens_per_image 256) use the same
+# tower on one 896-pixel image, average-pooled to 256 tokens.
+def _siglip(slice_size, position_size, tokens, text_hidden, projector):
+    return VisionTower(1152, 4304, 27, 16, 14, slice_size, position_size, tokens, text_hidden, projector)
 
 
 # Sources: each model's config.json on huggingface.co (Qwen/Qwen2.5-7B, meta-llama/Meta-Llama-3-8B, ...).
@@ -135,20 +212,45 @@ _MODELS = [
     # MiniCPM-Llama3-V 2.5 = SigLIP-400M + resampler + Llama-3-8B. Activations are modelled for the
     # language model only (the vision tower's activations are small next to a 7B decoder's);
     # the vision tower + resampler (~0.47B, approximate) count in model states.
-    _shape("MiniCPM-V-2_6", 3584, 18944, 28, 28, 4, 151666, extra=470_000_000,
-           note="language model is Qwen2-7B; +~0.47B SigLIP-400M vision tower and resampler (approximate)",
+    _shape("MiniCPM-V-2_6", 3584, 18944, 28, 28, 4, 151666, vision=_siglip(448, 980, 64, 3584, "resampler"),
+           note="language model is Qwen2-7B; SigLIP-400M vision tower + resampler, 64 tokens per image slice",
            **_QWEN2),
-    _shape("MiniCPM-Llama3-V-2_5", 4096, 14336, 32, 32, 8, 128256, extra=470_000_000,
-           note="language model is Llama-3-8B; +~0.47B SigLIP-400M vision tower and resampler (approximate)",
+    _shape("MiniCPM-Llama3-V-2_5", 4096, 14336, 32, 32, 8, 128256, vision=_siglip(448, 980, 96, 4096, "resampler"),
+           note="language model is Llama-3-8B; SigLIP-400M vision tower + resampler, 96 tokens per image slice",
            rms_norm_eps=1e-5, rope_theta=500000.0),
+    # Qwen/Qwen3-8B config.json: head_dim 128, no qkv bias, q_norm/k_norm per head
+    _shape("Qwen3-8B", 4096, 12288, 36, 32, 8, 151936, mtype="qwen3", head_dim=128, rms_norm_eps=1e-6),
+    # Qwen/Qwen2.5-72B config.json
+    _shape("Qwen2.5-72B", 8192, 29568, 80, 64, 8, 152064, **_QWEN2),
+    # meta-llama/Llama-3.2-1B and -3B config.json: tied embeddings, head_dim 64 / 128
+    _shape("Llama-3.2-1B", 2048, 8192, 16, 32, 8, 128256, tie=True, head_dim=64, rms_norm_eps=1e-5,
+           rope_theta=500000.0),
+    _shape("Llama-3.2-3B", 3072, 8192, 28, 24, 8, 128256, tie=True, head_dim=128, rms_norm_eps=1e-5,
+           rope_theta=500000.0),
+    # mistralai/Mistral-7B-v0.3 config.json: vocabulary grown to 32768
+    _shape("Mistral-7B-v0.3", 4096, 14336, 32, 32, 8, 32768, mtype="mistral", rms_norm_eps=1e-5),
+    # google/gemma-3-{1b,4b,12b}-pt config.json text_config: head_dim 256, tied embeddings,
+    # vocab 262144 (1B) / 262208 (4B, 12B, with image tokens); 4B and 12B carry the SigLIP tower
+    _shape("Gemma-3-1B", 1152, 6912, 26, 4, 1, 262144, tie=True, mtype="gemma3_text", head_dim=256),
+    _shape("Gemma-3-4B", 2560, 10240, 34, 8, 4, 262208, tie=True, mtype="gemma3_text", head_dim=256,
+           vision=_siglip(896, 896, 256, 2560, "linear")),
+    _shape("Gemma-3-12B", 3840, 15360, 48, 16, 8, 262208, tie=True, mtype="gemma3_text", head_dim=256,
+           vision=_siglip(896, 896, 256, 3840, "linear")),
 ]
 MODELS = {m.name: m for m in _MODELS}
 for _base in ("Qwen2.5-0.5B", "Qwen2.5-1.5B", "Qwen2.5-3B", "Qwen2.5-7B", "Qwen2.5-14B", "Qwen2.5-32B",
               "Qwen2-7B", "Qwen-7B"):
     MODELS[_base + "-Instruct" if not _base.startswith("Qwen-") else "Qwen-7B-Chat"] = replace(
         MODELS[_base], name=_base + "-Instruct" if not _base.startswith("Qwen-") else "Qwen-7B-Chat")
-for _base in ("Llama-3-8B", "Llama-3.1-8B"):
+for _base in ("Qwen2.5-72B",):
     MODELS[_base + "-Instruct"] = replace(MODELS[_base], name=_base + "-Instruct")
+for _base in ("Llama-3-8B", "Llama-3.1-8B", "Llama-3.2-1B", "Llama-3.2-3B"):
+    MODELS[_base + "-Instruct"] = replace(MODELS[_base], name=_base + "-Instruct")
+# HF ids: mistralai/Mistral-7B-Instruct-v0.3, google/gemma-3-4b-it
+MODELS["Mistral-7B-Instruct"] = replace(MODELS["Mistral-7B"], name="Mistral-7B-Instruct")
+MODELS["Mistral-7B-Instruct-v0.3"] = replace(MODELS["Mistral-7B-v0.3"], name="Mistral-7B-Instruct-v0.3")
+for _base in ("Gemma-3-1B", "Gemma-3-4B", "Gemma-3-12B"):
+    MODELS[_base + "-it"] = replace(MODELS[_base], name=_base + "-it")
 MODELS["MiniCPM-V"] = MODELS["MiniCPM-V-2_6"]
 
 
@@ -159,7 +261,8 @@ def model(name_or_path: str) -> ModelShape:
         if os.path.isdir(path):
             path = os.path.join(path, "config.json")
         with open(path, encoding="utf-8") as f:
-            return shape_from_hf_config(json.load(f), name=name_or_path)
+            cfg = json.load(f)
+        return with_vision(shape_from_hf_config(cfg, name=name_or_path), cfg)
     key = name_or_path.rsplit("/", 1)[-1].lower()
     key = key.replace("meta-llama-3", "llama-3").replace("minicpm-v-2.6", "minicpm-v-2_6")
     for n, m in MODELS.items():
@@ -185,3 +288,25 @@ def shape_from_hf_config(cfg: dict, name: str = "config.json") -> ModelShape:
         qkv_bias=bool(text.get("attention_bias", mtype in ("qwen2", "qwen"))), model_type=mtype,
         hf_config=dict(text),
     )
+
+
+def with_vision(shape: ModelShape, cfg: dict) -> ModelShape:
+    """Attach the image tower a VLM's config.json describes (`vision_config`), if any."""
+    v = cfg.get("vision_config")
+    if not isinstance(v, dict) or "hidden_size" not in v:
+        return shape
+    patch = int(v.get("patch_size", 14))
+    position = int(v.get("image_size", 224))
+    slice_cfg = cfg.get("slice_config") or {}
+    # MiniCPM-V cuts images into scale_resolution-sized slices, each resampled to query_num tokens;
+    # Gemma-3 pools one image to mm_tokens_per_image; otherwise every patch becomes a token.
+    slice_size = int(slice_cfg.get("scale_resolution") or cfg.get("image_size") or position)
+    if cfg.get("query_num"):
+        tokens, projector = int(cfg["query_num"]), "resampler"
+    else:
+        tokens = int(cfg.get("mm_tokens_per_image") or (slice_size // patch) ** 2)
+        projector = "linear"
+    tower = VisionTower(int(v["hidden_size"]), int(v.get("intermediate_size", 4 * v["hidden_size"])),
+                        int(v.get("num_hidden_layers", 27)), int(v.get("num_attention_heads", 16)), patch,
+                        slice_size, position, tokens, shape.hidden_size, projector)
+    return replace(shape, vision=tower)

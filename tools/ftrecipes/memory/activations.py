@@ -32,7 +32,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .catalog import ModelShape
+from .catalog import ModelShape, VisionTower
+
+LOSS_KERNELS = ("none", "liger", "chunked")
 
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -51,6 +53,22 @@ def lora_targets(spec: str | None) -> tuple[str, ...]:
 def lora_params_per_layer(shape: ModelShape, rank: int, targets: tuple[str, ...]) -> int:
     # each adapted (in, out) linear gets A (r x in) and B (out x r)
     return sum(rank * (i + o) for n, (i, o) in shape.linear_shapes().items() if n in targets)
+
+
+# PEFT's ModulesToSaveWrapper keeps the original module (frozen) and trains a full copy of it
+# (peft/utils/other.py), so each name adds that module's parameters once more, all trainable.
+_SAVED_MODULES = {"embed_tokens": "embed", "wte": "embed", "word_embeddings": "embed",
+                  "lm_head": "head", "output": "head", "score": "head", "norm": "norm"}
+
+
+def modules_to_save_params(shape: ModelShape, names) -> int:
+    n = 0
+    for name in names or ():
+        kind = _SAVED_MODULES.get(name.strip())
+        if kind is None:
+            raise ValueError(f"modules_to_save: unknown module {name!r}; known: {', '.join(_SAVED_MODULES)}")
+        n += shape.hidden_size if kind == "norm" else shape.vocab_size * shape.hidden_size
+    return n
 
 
 @dataclass
@@ -126,8 +144,10 @@ def layer_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tu
 def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lora_rank: int = 0,
                 lora_target: str | None = None, gradient_checkpointing: bool = False,
                 attn_implementation: str = "sdpa", sequences_per_sample: int = 1,
-                adapter_fp32: bool = True) -> Activations:
-    """Activation memory for one micro batch; sequences_per_sample=2 for DPO's chosen+rejected."""
+                adapter_fp32: bool = True, loss_kernel: str = "none", image_slices: int = 0) -> Activations:
+    """Activation memory for one micro batch; sequences_per_sample=2 for DPO's chosen+rejected.
+    image_slices: image slices per sample run through shape.vision (their LLM tokens are part of
+    seq_len already)."""
     b = micro_batch * sequences_per_sample
     T = b * seq_len
     h, V, L = shape.hidden_size, shape.vocab_size, shape.num_hidden_layers
@@ -148,9 +168,8 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
         recompute = 0
     final_norm = (4 * h + 4 + p * h) + (p * h if not lora_rank else 0)
     rotary = 2 * p * shape.head_dim  # cos and sin tables, shared by all layers
-    loss_saved = 4 * V  # fp32 log-probs kept by log_softmax
-    saved_other = (final_norm + rotary + loss_saved) * T
-    forward_transient = (p * V + 4 * V) * T
+    loss_saved, forward_transient, loss_backward = loss_terms(shape, p, T, loss_kernel)
+    saved_other = (final_norm + rotary) * T + loss_saved
     i = shape.intermediate_size
     # One layer's backward: the MLP gradients (d down-input, d product, d gate/up) are i-wide;
     # with a trainable MLP the weight gradients come on top (accounted for as gradients).
@@ -158,4 +177,53 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
     if attn == "eager":
         # softmax backward: gradient of the probabilities (p) and of the fp32 scores (4), nh*s each
         layer_bwd += (4 + p) * shape.num_attention_heads * seq_len * T
-    return Activations(saved_layers, saved_other, forward_transient, 8 * V * T, layer_bwd, recompute, layer_saved)
+    if image_slices and shape.vision is not None:
+        v_saved, v_layer = vision_activations(shape.vision, image_slices * b, p, gradient_checkpointing)
+        saved_other += v_saved
+        recompute = max(recompute, v_layer)
+    return Activations(saved_layers, saved_other, forward_transient, loss_backward, layer_bwd, recompute, layer_saved)
+
+
+def loss_terms(shape: ModelShape, p: int, T: int, loss_kernel: str = "none") -> tuple[float, float, float]:
+    """(saved, forward transient, backward transient) bytes of the LM head + cross-entropy.
+
+    none:    transformers' ForCausalLMLoss, see the module docstring: log-probs (4V) saved, p*V
+             logits + their 4V fp32 copy transient, 8V of loss gradients at the start of backward.
+    liger:   Liger's fused linear cross-entropy (liger_kernel/ops/fused_linear_cross_entropy.py)
+             never builds the T x V logits: it runs chunks of next_pow2(ceil(T / ceil(V/h)))
+             tokens, computes the loss and the input gradient during forward (grad_input, p*h per
+             token, kept for backward) and reuses one p-byte logits chunk; backward only scales it.
+    chunked: a cross-entropy kernel over materialised logits (Unsloth's Fast_CrossEntropyLoss:
+             saves the p-byte logits and a 4-byte logsumexp per token, writes the logits gradient
+             in place) upcasting 1/8 of the tokens at a time (torchtune's CEWithChunkedOutputLoss,
+             num_output_chunks=8): no V-wide fp32 tensor over the whole sequence.
+    """
+    V, h = shape.vocab_size, shape.hidden_size
+    if loss_kernel in ("none", "", None):
+        return 4 * V * T, (p * V + 4 * V) * T, 8 * V * T
+    if loss_kernel == "liger":
+        inc = -(-V // h)
+        chunk = 1 << max(0, (-(-T // inc) - 1).bit_length())
+        return (p * h + 4) * T, p * min(chunk, T) * V, 0.0
+    if loss_kernel == "chunked":
+        return (p * V + 4) * T, 4 * V * -(-T // 8), 0.0
+    raise ValueError(f"loss_kernel must be one of {', '.join(LOSS_KERNELS)}, got {loss_kernel!r}")
+
+
+def vision_activations(v: VisionTower, slices: int, p: int, gradient_checkpointing: bool) -> tuple[float, float]:
+    """(saved bytes, one recomputed layer) of a trained ViT tower + projector over `slices` slices.
+
+    Per patch and SigLIP encoder layer (modeling_siglip.py, SDPA): LayerNorm 1 and 2 keep their
+    input and output (p*h each) and fp32 mean/rstd (8 bytes); attention keeps q, k, v and its
+    output (4*p*h) and the fp32 log-sum-exp per head; the MLP keeps fc1's output and the GELU
+    output (2*p*i). With gradient checkpointing (the tower's encoder honours the model's
+    gradient_checkpointing_enable) only each layer's input stays. MiniCPM-V's resampler keeps,
+    per patch, the tower output read by kv_proj (p*h) and kv_proj's output, its LayerNorm output,
+    key + position embedding, and the key/value projections (5*p*e in the LLM width e).
+    """
+    P = v.patches_per_slice * slices
+    h, i = v.hidden_size, v.intermediate_size
+    layer = (p * (8 * h + 2 * i) + 16 + 4 * v.num_attention_heads) * P
+    tower = v.num_hidden_layers * (p * h * P if gradient_checkpointing else layer)
+    proj = (p * h + 5 * p * v.text_hidden) * P if v.projector == "resampler" else (p * h + 8) * P
+    return tower + proj, layer if gradient_checkpointing else 0.0

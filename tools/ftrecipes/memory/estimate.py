@@ -14,7 +14,8 @@ from . import catalog
 from .activations import ALL_LINEAR, activations, lora_params_per_layer, lora_targets
 from .deepspeed_transients import Transients, resolve, transients
 from .host import GiB, host_bytes
-from .model_states import model_states, zero_paper_model_states
+from .model_states import (check_expressed, expressed_states, expressed_transients, uses_master_weights,
+                           zero_paper_model_states)
 
 PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 TIGHT_HEADROOM = 0.10
@@ -54,7 +55,7 @@ class Setup:
     lora_rank: int = 0
     lora_target: str = "all"
     method: str = "sft"                # sft | dpo | grpo
-    framework: str = "deepspeed"       # deepspeed | torch (plain single-process PyTorch, as traced)
+    framework: str = "deepspeed"       # deepspeed | ddp | fsdp | fsdp2 | torch (one process, no wrapper)
     trainer: str = ""                  # trl | llamafactory | openrlhf | accelerate (trainer quirks)
     adapter_fp32: bool | None = None   # LoRA adapter weights in fp32 (PEFT default); None: fp32
                                        # unless DeepSpeed casts the module to the compute dtype
@@ -143,6 +144,7 @@ def _counts(s: Setup):
     total = shape.param_count()
     if s.lora_rank:
         trainable = shape.num_hidden_layers * lora_params_per_layer(shape, s.lora_rank, lora_targets(s.lora_target))
+        trainable += modules_to_save_params(shape, s.modules_to_save)
         return shape, total + trainable, trainable
     return shape, total, total
 
@@ -193,7 +195,7 @@ def _resolve(s: Setup) -> _Plan:
     shape, total, trainable = _counts(s)
     deepspeed = s.framework == "deepspeed"
     stage = s.zero_stage if deepspeed else 0
-    notes: list[str] = []
+    notes: list[str] = check_expressed(s)
     if s.precision == "bf16" and not gpu.bf16:
         notes.append(f"{gpu.name} has no bf16 support (needs compute capability >= 8.0): use fp16")
     if stage < 3 and s.offload_param != "none":

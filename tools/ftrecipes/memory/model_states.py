@@ -38,6 +38,8 @@ class ModelStates:
     host_grads: float = 0.0
     host_master: float = 0.0
     host_optimizer: float = 0.0
+    # gradient communication buffers that live as long as the model (DDP's buckets)
+    comm_buffers: float = 0.0
 
     @property
     def gpu(self) -> float:
@@ -50,18 +52,22 @@ class ModelStates:
 
 def model_states(total_params: int, trainable: int, n: int, stage: int, p: int, *,
                  offload_optimizer: str = "none", offload_param: str = "none",
-                 master_weights: bool = True, trainable_bytes: int | None = None) -> ModelStates:
+                 master_weights: bool = True, trainable_bytes: int | None = None,
+                 frozen_bytes: float | None = None, optimizer: str = "adamw",
+                 embed_trainable: int = 0) -> ModelStates:
     """Steady-state model states of one training process.
 
     total_params includes frozen ones (LoRA base); only `trainable` get grads and optimizer states.
     master_weights=False is plain PyTorch training in the parameter dtype (what trace.py measures):
     AdamW's two states then have the parameter dtype and no fp32 copy exists.
+    frozen_bytes: bytes of the frozen weights when they are not p each (quantized base weights).
+    optimizer: states per trainable parameter as optimizer_bytes_per_param counts them.
     """
     pt = trainable_bytes or p  # PEFT keeps LoRA adapters in fp32 unless DeepSpeed casts them
     frozen = total_params - trainable
     s = ModelStates()
     # Parameters (frozen LoRA base weights too): only stage 3 partitions them.
-    param_bytes = p * frozen + pt * trainable
+    param_bytes = (p * frozen if frozen_bytes is None else frozen_bytes) + pt * trainable
     if stage >= 3:
         param_bytes /= n
     if stage >= 3 and offload_param in ("cpu", "nvme"):
@@ -72,10 +78,10 @@ def model_states(total_params: int, trainable: int, n: int, stage: int, p: int, 
     grads = pt * trainable / (n if stage >= 2 else 1)
     if not master_weights:
         s.grads = grads
-        s.optimizer = 2 * pt * trainable / (n if stage >= 1 else 1)
+        s.optimizer = optimizer_states(optimizer, trainable, pt, embed_trainable) / (n if stage >= 1 else 1)
         return s
     master = 4 * trainable / (n if stage >= 1 else 1)
-    adam = 8 * trainable / (n if stage >= 1 else 1)
+    adam = optimizer_states(optimizer, trainable, 4, embed_trainable) / (n if stage >= 1 else 1)
     if offload_optimizer in ("cpu", "nvme"):
         if offload_optimizer == "cpu":
             s.host_master, s.host_optimizer = master, adam
@@ -86,3 +92,206 @@ def model_states(total_params: int, trainable: int, n: int, stage: int, p: int, 
     else:
         s.master, s.optimizer, s.grads = master, adam, grads
     return s
+
+
+# --- Settings beyond ZeRO: quantized base weights, other optimizers, DDP and FSDP -------------
+
+# bitsandbytes (bitsandbytes/functional.py quantize_4bit / quantize_blockwise): 4-bit NF4/FP4
+# packs two weights per byte and keeps one fp32 absmax per block of 64 weights; double
+# quantization (compress_statistics) stores those absmax values as 8-bit codes, blocks of 256
+# with one fp32 scale each. LLM.int8 (Int8Params) keeps int8 weights and one fp32 scale per row.
+QUANT_BLOCK = 64
+QUANT_BLOCK2 = 256
+
+
+def quantized_bytes(n_weights: int, quantization: str, *, double_quant: bool = False, rows: int = 0) -> float:
+    """Bytes of n_weights base weights held by bitsandbytes, quantization constants included."""
+    if quantization == "4bit":
+        blocks = n_weights / QUANT_BLOCK
+        consts = blocks * 1 + 4 * blocks / QUANT_BLOCK2 if double_quant else 4 * blocks
+        return n_weights / 2 + consts
+    if quantization == "8bit":
+        return n_weights + 4 * rows
+    if quantization in ("none", "", None):
+        raise ValueError("quantized_bytes needs quantization 4bit or 8bit")
+    raise ValueError(f"quantization must be none, 4bit or 8bit, got {quantization!r}")
+
+
+# bitsandbytes 8-bit optimizers (bitsandbytes/optim/optimizer.py Optimizer8bit.init_state): two
+# uint8 states plus one fp32 absmax per block of 256 values each. transformers' Trainer keeps
+# nn.Embedding weights on 32-bit states (register_module_override(..., {"optim_bits": 32})).
+OPTIMIZERS = ("adamw", "adamw_8bit", "paged_adamw_8bit", "paged_adamw_32bit", "sgd", "adafactor")
+
+
+def optimizer_bytes_per_param(optimizer: str, state_bytes: int) -> float:
+    """Optimizer-state bytes per trainable parameter. state_bytes: dtype of torch AdamW's states
+    (they follow the parameter's dtype; DeepSpeed's optimizers keep them in fp32)."""
+    if optimizer == "adamw":
+        return 2 * state_bytes
+    if optimizer == "paged_adamw_32bit":
+        return 8.0
+    if optimizer in ("adamw_8bit", "paged_adamw_8bit"):
+        return 2 + 2 * 4 / QUANT_BLOCK2
+    if optimizer == "sgd":
+        return 0.0  # torch.optim.SGD as the Trainer builds it: momentum 0, no state
+    if optimizer == "adafactor":
+        # factored second moment (one row and one column vector per matrix) and no first moment
+        # (transformers' Adafactor, beta1=None): negligible next to Adam's 2 states per weight
+        return 0.0
+    raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
+
+
+def optimizer_states(optimizer: str, trainable: float, state_bytes: int, embed_trainable: float = 0) -> float:
+    b = optimizer_bytes_per_param(optimizer, state_bytes) * (trainable - embed_trainable)
+    if optimizer in ("adamw_8bit", "paged_adamw_8bit"):
+        return b + 8 * embed_trainable
+    return b + optimizer_bytes_per_param(optimizer, state_bytes) * embed_trainable
+
+
+def wrapper_model_states(*, framework: str, frozen_bytes: float, trainable: int, n: int, pt: int,
+                         optimizer: str, fsdp_offload: bool = False, embed_trainable: int = 0) -> ModelStates:
+    """Model states of one process under plain PyTorch ("torch"), DDP, or FSDP/FSDP2 full shard.
+
+    pt: bytes of a trainable parameter as the optimizer sees it (4 with fp32 master weights:
+    the model keeps trainable weights in fp32 and autocast computes in bf16; 2 for pure bf16).
+    frozen_bytes: frozen base weights (quantized or not), whole model.
+    - DDP (torch/nn/parallel/distributed.py): the Reducer copies gradients into flat buckets that
+      cover every trainable parameter; transformers' Trainer does not set gradient_as_bucket_view,
+      so those buckets are a second full copy of the gradients ("gradient_as_bucket_view ... the
+      saved memory size will be equal to the total gradients size").
+    - FSDP full shard (FSDP1 FlatParameter per wrapped unit; FSDP2 fully_shard per parameter):
+      parameters, gradients and optimizer states are split over the n ranks; fsdp_offload
+      (CPUOffload(offload_params=True)) keeps all three in host memory and steps on the CPU.
+    """
+    s = ModelStates()
+    shard = n if framework in ("fsdp", "fsdp2") else 1
+    params = (frozen_bytes + pt * trainable) / shard
+    grads = pt * trainable / shard
+    opt = optimizer_states(optimizer, trainable, pt, embed_trainable) / shard
+    paged = optimizer.startswith("paged_")
+    if framework in ("fsdp", "fsdp2") and fsdp_offload:
+        s.host_params, s.host_grads, s.host_optimizer = params, grads, opt
+        return s
+    s.params, s.grads = params, grads
+    if paged:
+        # bitsandbytes allocates paged states in CUDA unified memory (F.get_paged): they stay on
+        # the GPU only while it has room and are evicted to host RAM instead of failing
+        s.host_optimizer = opt
+    else:
+        s.optimizer = opt
+    if framework == "ddp" and n > 1:
+        s.comm_buffers = grads
+    return s
+
+
+FRAMEWORKS = ("deepspeed", "ddp", "fsdp", "fsdp2", "torch")
+QUANTIZATIONS = ("none", "4bit", "8bit")
+
+
+def check_expressed(s) -> list[str]:
+    """Reject values of the non-DeepSpeed settings the model does not know; return notes for
+    combinations a framework accepts but ignores. s: a Setup (read by attribute)."""
+    from .activations import LOSS_KERNELS
+
+    for name, allowed in (("framework", FRAMEWORKS), ("quantization", QUANTIZATIONS),
+                          ("optimizer", OPTIMIZERS), ("loss_kernel", LOSS_KERNELS)):
+        if getattr(s, name) not in allowed:
+            raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(s, name)!r}")
+    if s.image_slices < 0:
+        raise ValueError(f"image_slices must be >= 0, got {s.image_slices}")
+    if s.quantization != "none" and not s.lora_rank:
+        # peft/LLaMA-Factory refuse it too: "Quantized models can only be used for the LoRA"
+        raise ValueError(f"quantization {s.quantization} needs LoRA (lora_rank > 0): quantized base "
+                         "weights cannot be trained in full")
+    notes = []
+    if s.fsdp_offload and s.framework not in ("fsdp", "fsdp2"):
+        notes.append("fsdp_offload only applies to framework fsdp/fsdp2; ignored")
+    if not s.zero3_init and not (s.framework == "deepspeed" and s.zero_stage == 3):
+        notes.append("zero3_init only matters for DeepSpeed ZeRO-3; ignored")
+    if s.framework == "deepspeed" and s.master_weights is False and s.precision != "fp32":
+        notes.append("DeepSpeed keeps fp32 master weights and Adam states for bf16/fp16 training "
+                     "whatever the trainer does with the module (master_weights=false has no effect)")
+    if s.modules_to_save and not s.lora_rank:
+        notes.append("modules_to_save only applies to LoRA; full fine-tuning trains every module already")
+    return notes
+
+
+def uses_master_weights(s) -> bool:
+    """fp32 trainable weights? Unset: DeepSpeed always builds fp32 masters; LLaMA-Factory casts
+    trainable parameters to fp32 unless pure_bf16 (llamafactory/model/adapter.py
+    cast_trainable_params_to_fp32); TRL / the HF Trainer keep the dtype the model was loaded in."""
+    if s.precision == "fp32":
+        return False
+    if s.master_weights is not None:
+        return bool(s.master_weights)
+    return s.framework == "deepspeed" or s.trainer == "llamafactory"
+
+
+def expressed_states(s, shape, total: int, trainable: int, n: int, stage: int, p: int, *,
+                     offload_optimizer: str, offload_param: str, pt: int) -> ModelStates:
+    """Model states of Setup s: DeepSpeed's ZeRO placement or a PyTorch wrapper's, with quantized
+    base weights, the chosen optimizer and 32-bit states for embeddings under 8-bit Adam."""
+    frozen = total - trainable
+    frozen_bytes = None
+    embed_trainable = 0
+    if shape is not None:
+        if not s.lora_rank or "embed_tokens" in (s.modules_to_save or ()):
+            embed_trainable = shape.vocab_size * shape.hidden_size
+        if s.quantization != "none":
+            # transformers' bitsandbytes integration replaces every nn.Linear of the decoder;
+            # lm_head is skipped (get_keys_to_not_convert) and embeddings are not linear layers
+            lin = shape.linear_shapes().values()
+            qn = shape.num_hidden_layers * sum(i * o for i, o in lin)
+            rows = shape.num_hidden_layers * sum(o for _i, o in lin)
+            dq = s.double_quant if s.double_quant is not None else s.trainer == "llamafactory"
+            frozen_bytes = p * (frozen - qn) + quantized_bytes(qn, s.quantization, double_quant=dq, rows=rows)
+    elif s.quantization != "none":
+        raise ValueError("quantization needs a model shape (catalog name or config.json), not --params")
+    if s.framework == "deepspeed":
+        return model_states(total, trainable, n, stage, p, offload_optimizer=offload_optimizer,
+                            offload_param=offload_param, master_weights=s.precision != "fp32",
+                            trainable_bytes=pt, frozen_bytes=frozen_bytes, optimizer=s.optimizer,
+                            embed_trainable=embed_trainable)
+    return wrapper_model_states(framework=s.framework, frozen_bytes=p * frozen if frozen_bytes is None else frozen_bytes,
+                                trainable=trainable, n=n, pt=pt, optimizer=s.optimizer,
+                                fsdp_offload=s.fsdp_offload, embed_trainable=embed_trainable)
+
+
+def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, pt: int,
+                         ms: ModelStates, largest_tensor: int) -> dict:
+    """GPU temporaries of the non-DeepSpeed settings, by phase: {setup, forward, backward, step}."""
+    t = {"setup": 0.0, "forward": 0.0, "backward": 0.0, "step": 0.0}
+    if shape is not None and s.quantization != "none":
+        # bitsandbytes MatMul4Bit / MatMul8bitLt dequantize the weight of the running linear to
+        # the compute dtype in forward and again in backward (F.dequantize_4bit(B, state))
+        big = max(i * o for i, o in shape.linear_shapes().values())
+        t["forward"] += p * big
+        t["backward"] += p * big
+    if shape is not None and s.framework in ("fsdp", "fsdp2"):
+        # one decoder layer is one FSDP unit (accelerate's TRANSFORMER_BASED_WRAP); the root unit
+        # (embeddings, final norm, LM head) stays gathered through forward and backward. The
+        # running unit and the one prefetched next are unsharded in the compute dtype; in backward
+        # the unit's unsharded gradient is the reduce-scatter input.
+        unit = shape.layer_params()
+        root = shape.vocab_size * shape.hidden_size * (1 if shape.tie_word_embeddings else 2)
+        gathered = p * (2 * unit + root)
+        t["forward"] += gathered
+        t["backward"] += gathered + p * unit
+        # FSDP1 (FlatParameter per unit) and FSDP2 (per-parameter DTensor shards) differ here only
+        # by FSDP1's padding of each flat parameter to a multiple of the world size (< n elements)
+    elif shape is not None and s.framework in ("ddp", "torch") and uses_master_weights(s) and not s.lora_rank:
+        # fp32 weights under torch.autocast: every linear's low-precision weight copy is cached
+        # for the forward and saved by autograd for backward (embedding lookups are not cast)
+        emb = shape.vocab_size * shape.hidden_size
+        t["forward"] += p * (trainable - emb)
+        t["backward"] += p * (trainable - emb)
+    if s.framework == "deepspeed" and s.zero_stage == 3 and not s.zero3_init:
+        # without zero.Init every rank builds the whole model in the compute dtype on its GPU
+        # before DeepSpeed partitions it
+        t["setup"] += max(0.0, p * total - ms.params)
+    if s.framework != "deepspeed" and not (s.framework in ("fsdp", "fsdp2") and s.fsdp_offload):
+        shard = n if s.framework in ("fsdp", "fsdp2") else 1
+        adam_like = s.optimizer in ("adamw", "paged_adamw_32bit")
+        # torch AdamW (single tensor) builds exp_avg_sq.sqrt() and the denominator per tensor
+        t["step"] += 2 * pt * largest_tensor / shard if adam_like else 0.0
+    return t

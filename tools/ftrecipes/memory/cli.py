@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 
+from . import configs
 from .estimate import Setup
 from .inputs import run, setup_from_deepspeed
 from .model_states import zero_paper_model_states
@@ -15,21 +16,23 @@ def _add_estimate(sp):
     p = sp.add_parser("estimate", help="will this config fit on my GPUs, and what is the cheapest fix?",
                       description="Estimate per-GPU and host memory by phase and category.")
     p.add_argument("recipe", nargs="?", help="recipe name (recipe mode; handled by the core CLI)")
-    p.add_argument("--set", action="append", default=[], metavar="K=V", help="override a recipe value")
-    p.add_argument("--config", help="DeepSpeed JSON (ZeRO stage, offload, precision)")
+    p.add_argument("--set", action="append", default=[], metavar="K=V",
+                   help="override a recipe value, or a memory setting (quantization, optimizer, ...)")
+    p.add_argument("--config", action="append", default=[], metavar="FILE",
+                   help="DeepSpeed JSON, LLaMA-Factory / TRL / accelerate YAML or OpenRLHF script (repeatable)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--model", help="catalog name (e.g. Qwen2.5-7B) or path to a HF config.json")
     g.add_argument("--params", type=float, help="parameter count (model states only)")
-    p.add_argument("--gpu", default="A100-80GB")
-    p.add_argument("--gpus", type=int, default=1, help="training processes (GPUs), data-parallel size")
+    p.add_argument("--gpu")
+    p.add_argument("--gpus", type=int, help="training processes (GPUs), data-parallel size")
     p.add_argument("--gpus-per-node", type=int)
-    p.add_argument("--seq-len", type=int, default=2048)
+    p.add_argument("--seq-len", type=int)
     p.add_argument("--micro-batch", type=int)
     p.add_argument("--gradient-checkpointing", action="store_true")
-    p.add_argument("--lora-rank", type=int, default=0)
-    p.add_argument("--lora-target", default="all")
-    p.add_argument("--method", choices=["sft", "dpo", "grpo"], default="sft")
-    p.add_argument("--attn-implementation", choices=["flash_attention_2", "sdpa", "eager"], default="sdpa")
+    p.add_argument("--lora-rank", type=int)
+    p.add_argument("--lora-target")
+    p.add_argument("--method", choices=["sft", "dpo", "grpo"])
+    p.add_argument("--attn-implementation", choices=["flash_attention_2", "sdpa", "eager"])
     p.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3])
     p.add_argument("--precision", choices=["bf16", "fp16", "fp32"])
     p.add_argument("--offload-optimizer", choices=["none", "cpu", "nvme"])
@@ -66,10 +69,7 @@ def register(subparsers) -> None:
 
 
 def setup_from_args(a) -> Setup:
-    ds = {}
-    if a.config:
-        with open(a.config, encoding="utf-8") as f:
-            ds = json.load(f)
+    ds, from_files = configs.read(a.config or [])
     over = dict(model=a.model, params=int(a.params) if a.params else None, gpu=a.gpu, gpus=a.gpus,
                 gpus_per_node=a.gpus_per_node, seq_len=a.seq_len, micro_batch=a.micro_batch,
                 lora_rank=a.lora_rank, lora_target=a.lora_target, method=a.method,
@@ -80,7 +80,8 @@ def setup_from_args(a) -> Setup:
                 host_ram_bytes=int(a.host_ram_gb * 1024 ** 3) if a.host_ram_gb else None)
     if a.gradient_checkpointing:
         over["gradient_checkpointing"] = True
-    return setup_from_deepspeed(ds, **over)
+    merged = {**from_files, **configs.parse_sets(a.set), **{k: v for k, v in over.items() if v is not None}}
+    return setup_from_deepspeed(ds, **merged)
 
 
 def main(args) -> int:
@@ -95,10 +96,10 @@ def main(args) -> int:
         print("recipe mode is run by the main ftrecipes CLI (it resolves the recipe and calls "
               "ftrecipes.memory.estimate_from_values); here pass --model/--params", file=sys.stderr)
         return 2
-    if not (args.model or args.params):
-        print("need --model NAME|config.json or --params N", file=sys.stderr)
-        return 2
     s = setup_from_args(args)
+    if not (s.model or s.params):
+        print("need --model NAME|config.json or --params N (or a config file naming a known model)", file=sys.stderr)
+        return 2
     if args.model_states_only:
         if s.model:
             from .estimate import _counts

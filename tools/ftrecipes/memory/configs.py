@@ -1,0 +1,300 @@
+"""The files users train with, as estimate inputs: `estimate --config FILE` (repeatable) and the
+memory-only `--set KEY=V` keys.
+
+Each file is read and classified by the readers lint uses (ftrecipes.lint.load: sources +
+detect), and the files it names (LLaMA-Factory / TRL `deepspeed:`, accelerate's
+`deepspeed_config_file`, configs a launch script passes) are read with it. Each framework's keys
+map to Setup fields here, with that framework's defaults where a file leaves a key out; a
+setting the memory model cannot express is an error naming the file, line and key rather than
+a silently different estimate.
+
+Precedence: command-line flags > memory --set keys > the files (in the order given; a later
+file wins for a field two files set) > Setup's defaults.
+"""
+from __future__ import annotations
+
+from dataclasses import fields
+
+from ..errors import UserError
+from . import catalog
+
+# transformers' OptimizerNames (training_args.py) -> Setup.optimizer
+_HF_OPTIM = {
+    "adamw_torch": "adamw", "adamw_torch_fused": "adamw", "adamw_hf": "adamw", "adamw_apex_fused": "adamw",
+    "adamw_torch_xla": "adamw", "adamw_torch_npu_fused": "adamw",
+    "adamw_bnb_8bit": "adamw_8bit", "adamw_8bit": "adamw_8bit", "paged_adamw_8bit": "paged_adamw_8bit",
+    "paged_adamw_32bit": "paged_adamw_32bit", "paged_adamw": "paged_adamw_32bit",
+    "sgd": "sgd", "adafactor": "adafactor",
+}
+# LLaMA-Factory ModelArguments.flash_attn -> attn_implementation ("auto" lets transformers pick SDPA)
+_LF_ATTN = {"auto": "sdpa", "sdpa": "sdpa", "fa2": "flash_attention_2", "disabled": "eager"}
+_LF_STAGE = {"sft": "sft", "pt": "sft", "rm": "sft", "dpo": "dpo", "kto": "dpo"}
+
+# Setup fields a recipe does not render but `estimate NAME --set` may change (what-if keys)
+MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "loss_kernel", "modules_to_save",
+               "framework", "fsdp_offload", "zero3_init", "image_slices", "adapter_fp32", "trainer")
+
+
+class _File:
+    """One config's data with positions, so an error names file, line and key."""
+
+    def __init__(self, cfg):
+        self.cfg, self.data = cfg, cfg.data if isinstance(cfg.data, dict) else {}
+
+    def get(self, *names, default=None):
+        for n in names:
+            if n in self.data:
+                return self.data[n]
+        return default
+
+    def int(self, *names, default=None):
+        """An integer setting; shell words and YAML strings convert, anything else is an error."""
+        for n in names:
+            if n in self.data and self.data[n] is not None:
+                v = self.data[n]
+                try:
+                    if isinstance(v, bool) or float(v) != int(float(v)):
+                        raise ValueError
+                    return int(float(v))
+                except (TypeError, ValueError):
+                    raise self.error(n, f"expected an integer, got {v!r}") from None
+        return default
+
+    def error(self, key, message):
+        line, col = self.cfg.doc.where((key,))
+        return UserError(f"not expressible in the memory model: {message}", path=self.cfg.path, line=line,
+                         column=col, key=key)
+
+
+def _optimizer(f: _File, key="optim"):
+    name = f.get(key)
+    if name is None:
+        return None
+    if str(name) not in _HF_OPTIM:
+        raise f.error(key, f"optimizer {name!r}; known: {', '.join(_HF_OPTIM)}")
+    return _HF_OPTIM[str(name)]
+
+
+def _precision(f: _File):
+    if f.get("bf16") is True:
+        return "bf16"
+    if f.get("fp16") is True:
+        return "fp16"
+    return None
+
+
+def _model(name):
+    """A catalog shape for the file's model id, else None (then --model must name it)."""
+    if not isinstance(name, str):
+        return None
+    try:
+        catalog.model(name)
+    except (KeyError, OSError, ValueError):
+        return None
+    return name
+
+
+def _split(v):
+    if v is None:
+        return []
+    return [x.strip() for x in (v if isinstance(v, list) else str(v).split(",")) if x.strip()]
+
+
+def from_llamafactory(f: _File) -> dict:
+    """llamafactory/hparams (model_args, data_args, finetuning_args) as of LLaMA-Factory 0.9.5."""
+    stage = f.get("stage", default="sft")
+    if stage not in _LF_STAGE:
+        raise f.error("stage", f"LLaMA-Factory stage {stage!r} (the memory model covers sft, pt, rm, dpo, kto)")
+    ftype = f.get("finetuning_type", default="lora")
+    if ftype not in ("lora", "full"):
+        raise f.error("finetuning_type", f"finetuning_type {ftype!r} (lora and full are modelled)")
+    out = {"trainer": "llamafactory", "method": _LF_STAGE[stage], "framework": "ddp",
+           "lora_rank": f.int("lora_rank", default=8) if ftype == "lora" else 0,
+           "lora_target": ",".join(_split(f.get("lora_target", default="all"))) or "all",
+           "modules_to_save": _split(f.get("additional_target")),
+           "seq_len": f.int("cutoff_len", default=2048),
+           "micro_batch": f.int("per_device_train_batch_size", default=1),
+           # LLaMA-Factory checkpoints by default (disable_gradient_checkpointing: false); Unsloth's
+           # variant offloads the checkpoints to host RAM, which we do not model (an upper bound)
+           "gradient_checkpointing": not f.get("disable_gradient_checkpointing", default=False),
+           "attn_implementation": _LF_ATTN.get(str(f.get("flash_attn", default="auto")), "sdpa"),
+           "precision": _precision(f), "optimizer": _optimizer(f), "model": _model(f.get("model_name_or_path"))}
+    if f.get("flash_attn") is not None and str(f.get("flash_attn")) not in _LF_ATTN:
+        raise f.error("flash_attn", f"flash_attn {f.get('flash_attn')!r}; known: {', '.join(_LF_ATTN)}")
+    bits = f.int("quantization_bit")
+    if bits is not None:
+        if str(f.get("quantization_method", default="bnb")) != "bnb" or bits not in (4, 8):
+            raise f.error("quantization_bit", "only bitsandbytes 4-bit and 8-bit base weights are modelled")
+        out["quantization"] = f"{bits}bit"
+        out["double_quant"] = bool(f.get("double_quantization", default=True))
+    if f.get("pure_bf16") is True:
+        out["master_weights"] = False
+    if f.get("enable_liger_kernel") is True:
+        out["loss_kernel"] = "liger"
+    elif f.get("use_unsloth") is True:
+        out["loss_kernel"] = "chunked"
+    if f.get("use_unsloth_gc") is True:
+        out["gradient_checkpointing"] = True
+    if f.get("deepspeed"):
+        out["framework"] = "deepspeed"
+    return out
+
+
+def from_trl(f: _File) -> dict:
+    """TRL's SFTConfig / DPOConfig / GRPOConfig + ModelConfig (trl 1.x: gradient checkpointing on
+    by default, max_length 1024 for SFT and DPO, max_completion_length 512 for GRPO)."""
+    keys = set(f.data)
+    method = "grpo" if keys & {"num_generations", "reward_funcs", "use_vllm"} else (
+        "dpo" if keys & {"beta", "max_prompt_length", "rpo_alpha", "ref_model_init_kwargs"} and "dataset_text_field" not in keys
+        else "sft")
+    if method == "grpo":
+        seq = f.int("max_prompt_length", default=512) + f.int("max_completion_length", default=512)
+    else:
+        seq = f.int("max_length", default=1024)
+    out = {"trainer": "trl", "method": method, "framework": "deepspeed" if f.get("deepspeed") else "ddp",
+           "seq_len": seq, "micro_batch": f.int("per_device_train_batch_size", default=8),
+           "gradient_checkpointing": bool(f.get("gradient_checkpointing", default=True)),
+           "precision": _precision(f), "optimizer": _optimizer(f), "model": _model(f.get("model_name_or_path")),
+           "attn_implementation": f.get("attn_implementation")}
+    if f.get("use_peft") is True or f.get("lora_r") is not None:
+        out["lora_rank"] = f.int("lora_r", default=16)
+        out["lora_target"] = ",".join(_split(f.get("lora_target_modules"))) or "all"
+        out["modules_to_save"] = _split(f.get("lora_modules_to_save"))
+    if f.get("load_in_4bit") is True or f.get("load_in_8bit") is True:
+        out["quantization"] = "4bit" if f.get("load_in_4bit") is True else "8bit"
+        out["double_quant"] = bool(f.get("use_bnb_nested_quant", default=False))
+    if f.get("use_liger_kernel") is True:
+        out["loss_kernel"] = "liger"
+    if method == "grpo":
+        out["vllm_mode"] = f.get("vllm_mode", default="server") if f.get("use_vllm") else "none"
+        util = f.get("vllm_gpu_memory_utilization")
+        out["vllm_gpu_memory_utilization"] = float(util) if util is not None else None
+    return out
+
+
+def from_accelerate(f: _File) -> dict:
+    """accelerate's ClusterConfig (commands/config/config_args.py): distributed_type and its
+    deepspeed_config / fsdp_config sections."""
+    dist = str(f.get("distributed_type", default="NO")).upper()
+    out = {"gpus": f.int("num_processes"), "nodes": f.int("num_machines")}
+    mp = f.get("mixed_precision")
+    if mp in ("bf16", "fp16"):
+        out["precision"] = mp
+    elif mp == "no":
+        out["precision"] = "fp32"
+    if dist == "DEEPSPEED":
+        out["framework"] = "deepspeed"
+        ds = f.get("deepspeed_config") or {}
+        if isinstance(ds, dict) and not ds.get("deepspeed_config_file"):
+            out["zero_stage"] = ds.get("zero_stage")
+            out["offload_optimizer"] = ds.get("offload_optimizer_device")
+            out["offload_param"] = ds.get("offload_param_device")
+        if isinstance(ds, dict) and ds.get("zero3_init_flag") is not None:
+            out["zero3_init"] = bool(ds["zero3_init_flag"])
+    elif dist == "FSDP":
+        fc = f.get("fsdp_config") or {}
+        strategy = str(fc.get("fsdp_sharding_strategy", fc.get("fsdp_reshard_after_forward", "FULL_SHARD"))).upper()
+        if strategy not in ("FULL_SHARD", "1", "TRUE"):
+            raise f.error("fsdp_config", f"FSDP sharding {strategy} (only full shard is modelled)")
+        out["framework"] = "fsdp2" if str(fc.get("fsdp_version", 1)) == "2" else "fsdp"
+        out["fsdp_offload"] = bool(fc.get("fsdp_offload_params", False))
+    elif dist in ("MULTI_GPU", "NO"):
+        out["framework"] = "ddp" if dist == "MULTI_GPU" else "torch"
+    else:
+        raise f.error("distributed_type", f"distributed_type {dist} (DEEPSPEED, FSDP, MULTI_GPU and NO are modelled)")
+    return out
+
+
+def from_openrlhf(f: _File) -> dict:
+    """OpenRLHF flags, dotted (>= 0.10.2) and the older flat names (see schemas/versions.json)."""
+    module = getattr(f.cfg.doc, "module", "") or ""
+    method = "dpo" if "train_dpo" in module else ("sft" if "train_sft" in module else None)
+    if method is None:
+        raise UserError(f"not expressible in the memory model: OpenRLHF {module or 'command'} "
+                        "(train_sft and train_dpo are modelled)", path=f.cfg.path)
+    dtype = f.get("ds.param_dtype", "param_dtype")
+    out = {"trainer": "openrlhf", "method": method, "framework": "deepspeed",
+           "zero_stage": f.int("ds.zero_stage", "zero_stage"),
+           "offload_optimizer": "cpu" if f.get("ds.adam_offload", "adam_offload") is True else None,
+           "seq_len": f.int("data.max_len", "max_len"),
+           "micro_batch": f.int("train.micro_batch_size", "micro_train_batch_size"),
+           "gradient_checkpointing": bool(f.get("model.gradient_checkpointing_enable", "gradient_checkpointing",
+                                                default=False)),
+           "lora_rank": f.int("ds.lora.rank", "lora_rank"),
+           "attn_implementation": f.get("ds.attn_implementation", "attn_implementation")
+           or ("flash_attention_2" if f.get("flash_attn") is True else None),
+           "precision": dtype if dtype in ("bf16", "fp16") else ("bf16" if f.get("bf16") is True else None),
+           "model": _model(f.get("model.model_name_or_path", "pretrain"))}
+    if f.get("ds.load_in_4bit", "load_in_4bit") is True:
+        out["quantization"] = "4bit"
+    if f.get("ds.use_liger_kernel", "use_liger_kernel") is True:
+        out["loss_kernel"] = "liger"
+    targets = f.get("ds.lora.target_modules", "target_modules")
+    if targets:
+        out["lora_target"] = ",".join(_split(targets))
+    return out
+
+
+_MAPPERS = {"llamafactory": from_llamafactory, "trl": from_trl, "accelerate": from_accelerate,
+            "openrlhf": from_openrlhf}
+
+
+def read(paths) -> tuple[dict, dict]:
+    """(DeepSpeed config dict, Setup fields) from the given files and the files they name."""
+    from .. import lint
+
+    ds: dict = {}
+    out: dict = {}
+    seen: set = set()
+    queue = [(p, True) for p in paths]
+    while queue:
+        path, explicit = queue.pop(0)
+        if path in seen:
+            continue
+        seen.add(path)
+        cfg = lint.load(path, explicit)
+        if cfg is None:
+            continue
+        if cfg.kind == "deepspeed":
+            ds = {**ds, **cfg.data}
+        elif cfg.kind in _MAPPERS:
+            out.update({k: v for k, v in _MAPPERS[cfg.kind](_File(cfg)).items() if v is not None})
+        else:
+            raise UserError(f"not expressible in the memory model: a {cfg.kind} file "
+                            f"(known: deepspeed, {', '.join(_MAPPERS)})", path=path)
+        queue += [(ref, True) for ref in lint.references(cfg)]
+    if ds and out.get("framework") not in (None, "deepspeed"):
+        out["framework"] = "deepspeed"
+    return ds, out
+
+
+def _field_types():
+    from .estimate import Setup
+
+    return {f.name: f for f in fields(Setup)}
+
+
+def parse_sets(items, allowed=MEMORY_KEYS) -> dict:
+    """`--set key=value` for memory-only Setup fields, typed by the field's default."""
+    from ..values import coerce
+
+    types = _field_types()
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise UserError(f"--set {item}: expected key=value")
+        key, raw = (x.strip() for x in item.split("=", 1))
+        if key not in allowed or key not in types:
+            raise UserError(f"--set {item}: '{key}' is not a memory setting; known: {', '.join(allowed)}")
+        try:
+            if key in ("double_quant", "master_weights", "adapter_fp32", "fsdp_offload", "zero3_init"):
+                out[key] = coerce(raw, "boolean")
+            elif key == "image_slices":
+                out[key] = coerce(raw, "integer")
+            elif key == "modules_to_save":
+                out[key] = _split(raw)
+            else:
+                out[key] = raw
+        except ValueError as exc:
+            raise UserError(f"--set {item}: {key}: {exc}") from None
+    return out

@@ -222,8 +222,11 @@ def _cmd_estimate(args):
     from . import recipe, recipe_memory, values
     from .memory.report import render_text
 
+    from .memory import configs as memory_configs
+
     r = recipe.load(args.recipe)
-    result = recipe_memory.estimate(r, values.parse_sets(r, args.set))
+    rendered, what_if = memory_configs.split_sets(r.values_schema.get("properties", {}), args.set)
+    result = recipe_memory.estimate(r, values.parse_sets(r, rendered), memory_configs.parse_sets(what_if))
     if args.svg:
         from . import atomic
 

@@ -13,7 +13,9 @@ from .errors import UserError
 GIB = 1024**3
 
 
-def estimate(recipe, overrides=None):
+def estimate(recipe, overrides=None, memory=None):
+    """memory: memory-only Setup fields (`estimate NAME --set quantization=4bit`): what-if
+    settings the recipe's files do not render."""
     from .memory import estimate_from_values
 
     overrides = overrides or {}
@@ -32,6 +34,8 @@ def estimate(recipe, overrides=None):
     }
     if hw.get("host_ram_gib"):
         meta["host_ram_gb"] = hw["host_ram_gib"]
+    if memory:
+        meta["setup"] = memory
     try:
         return estimate_from_values(resolved, meta)
     except (KeyError, ValueError) as exc:

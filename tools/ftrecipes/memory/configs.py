@@ -274,6 +274,18 @@ def _field_types():
     return {f.name: f for f in fields(Setup)}
 
 
+def split_sets(recipe_keys, items) -> tuple[list, list]:
+    """Recipe mode: `--set` items the recipe's values schema knows are rendered values (checked
+    by its schema, as render does); memory-only Setup keys the schema lacks are what-if settings
+    for the estimate alone. A key in both is the recipe's. Unknown keys stay with the recipe's
+    parser, which reports them with a suggestion."""
+    rendered, what_if = [], []
+    for item in items:
+        key = item.split("=", 1)[0].strip()
+        (what_if if key in MEMORY_KEYS and key not in recipe_keys else rendered).append(item)
+    return rendered, what_if
+
+
 def parse_sets(items, allowed=MEMORY_KEYS) -> dict:
     """`--set key=value` for memory-only Setup fields, typed by the field's default."""
     from ..values import coerce

@@ -97,6 +97,11 @@ def setup_from_values(values: dict, meta: dict) -> Setup:
     if meta.get("deepspeed"):
         ds = setup_from_deepspeed(meta["deepspeed"]).ds
         s.ds = ds
+    if v.get("max_slice_nums"):
+        # MiniCPM-V: up to max_slice_nums slices of a large image plus its downscaled overview
+        s.image_slices = int(v["max_slice_nums"]) + 1
+    for k, val in (meta.get("setup") or {}).items():
+        setattr(s, k, val)
     return s
 
 

@@ -149,12 +149,16 @@ def optimizer_states(optimizer: str, trainable: float, state_bytes: int, embed_t
 
 
 def wrapper_model_states(*, framework: str, frozen_bytes: float, trainable: int, n: int, pt: int,
-                         optimizer: str, fsdp_offload: bool = False, embed_trainable: int = 0) -> ModelStates:
+                         optimizer: str, fsdp_offload: bool = False, embed_trainable: int = 0,
+                         saved_params: int = 0, saved_bytes: int | None = None) -> ModelStates:
     """Model states of one process under plain PyTorch ("torch"), DDP, or FSDP/FSDP2 full shard.
 
     pt: bytes of a trainable parameter as the optimizer sees it (4 with fp32 master weights:
     the model keeps trainable weights in fp32 and autocast computes in bf16; 2 for pure bf16).
     frozen_bytes: frozen base weights (quantized or not), whole model.
+    saved_params / saved_bytes: LoRA modules_to_save copies, part of `trainable`, held at
+    saved_bytes each (PEFT upcasts only its adapter layers to fp32, cast_adapter_dtype, so the
+    copies keep the model's dtype unless the trainer casts every trainable parameter).
     - DDP (torch/nn/parallel/distributed.py): the Reducer copies gradients into flat buckets that
       cover every trainable parameter; transformers' Trainer does not set gradient_as_bucket_view,
       so those buckets are a second full copy of the gradients ("gradient_as_bucket_view ... the
@@ -165,9 +169,15 @@ def wrapper_model_states(*, framework: str, frozen_bytes: float, trainable: int,
     """
     s = ModelStates()
     shard = n if framework in ("fsdp", "fsdp2") else 1
-    params = (frozen_bytes + pt * trainable) / shard
-    grads = pt * trainable / shard
-    opt = optimizer_states(optimizer, trainable, pt, embed_trainable) / shard
+    pm = saved_bytes or pt
+    adapters = trainable - saved_params
+    params = (frozen_bytes + pt * adapters + pm * saved_params) / shard
+    grads = (pt * adapters + pm * saved_params) / shard
+    if saved_params:
+        opt = optimizer_states(optimizer, adapters, pt) + optimizer_states(optimizer, saved_params, pm, embed_trainable)
+    else:
+        opt = optimizer_states(optimizer, trainable, pt, embed_trainable)
+    opt /= shard
     paged = optimizer.startswith("paged_")
     if framework in ("fsdp", "fsdp2") and fsdp_offload:
         s.host_params, s.host_grads, s.host_optimizer = params, grads, opt
@@ -234,6 +244,11 @@ def expressed_states(s, shape, total: int, trainable: int, n: int, stage: int, p
     frozen = total - trainable
     frozen_bytes = None
     embed_trainable = 0
+    saved = 0
+    if shape is not None and s.lora_rank and s.modules_to_save:
+        from .activations import modules_to_save_params
+
+        saved = modules_to_save_params(shape, s.modules_to_save)
     if shape is not None:
         if not s.lora_rank or "embed_tokens" in (s.modules_to_save or ()):
             embed_trainable = shape.vocab_size * shape.hidden_size
@@ -254,7 +269,8 @@ def expressed_states(s, shape, total: int, trainable: int, n: int, stage: int, p
                             embed_trainable=embed_trainable)
     return wrapper_model_states(framework=s.framework, frozen_bytes=p * frozen if frozen_bytes is None else frozen_bytes,
                                 trainable=trainable, n=n, pt=pt, optimizer=s.optimizer,
-                                fsdp_offload=s.fsdp_offload, embed_trainable=embed_trainable)
+                                fsdp_offload=s.fsdp_offload, embed_trainable=embed_trainable,
+                                saved_params=saved, saved_bytes=4 if uses_master_weights(s) else p)
 
 
 def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, pt: int,

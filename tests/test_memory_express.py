@@ -1,0 +1,318 @@
+"""Settings users run beyond ZeRO (issue 10 part 3): QLoRA, pure bf16, 8-bit/paged AdamW,
+fused/chunked cross-entropy, modules_to_save, DDP, FSDP/FSDP2, ZeRO-3 without zero.Init, vision
+towers, the grown GPU/model catalogs and `estimate --config` for every framework's files.
+
+Expected values are derived from the frameworks' published facts (cited per test), not read back
+from the code: each test says which fact it checks.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from ftrecipes.memory import Setup, estimate
+from ftrecipes.memory.catalog import GPUS, model
+from ftrecipes.memory.configs import read
+
+GB = 1000 ** 3
+GiB = 1024 ** 3
+QWEN = model("Qwen2.5-7B")
+
+
+def phase(r, name):
+    return next(p for p in r.phases if p.name == name).by_category
+
+
+def decoder_linear_weights(shape):
+    # every nn.Linear of the decoder layers, counted from the published shapes (not the code's helper)
+    h, i, L = shape.hidden_size, shape.intermediate_size, shape.num_hidden_layers
+    q = shape.num_attention_heads * shape.head_dim
+    kv = shape.num_key_value_heads * shape.head_dim
+    return L * (h * q + 2 * h * kv + q * h + 3 * h * i)
+
+
+# --- QLoRA -------------------------------------------------------------------------------------
+
+def test_4bit_base_weights_cost_half_a_byte_plus_the_absmax_constants():
+    """QLoRA (arXiv:2305.14314, sec. 3): NF4 with blocks of 64 and an fp32 constant per block is
+    4 + 32/64 = 4.5 bits a weight; double quantization stores the constants in 8 bits with an
+    fp32 constant per 256 of them: 4 + 8/64 + 32/(64*256) = 4.127 bits. Only the decoder's linear
+    layers are quantized (transformers skips lm_head; embeddings are not nn.Linear)."""
+    n = decoder_linear_weights(QWEN)
+    base = dict(model="Qwen2.5-7B", lora_rank=16, framework="ddp", trainer="trl")
+    plain = phase(estimate(Setup(**base)), "setup")["params"]
+    q4 = phase(estimate(Setup(**base, quantization="4bit")), "setup")["params"]
+    q4dq = phase(estimate(Setup(**base, quantization="4bit", double_quant=True)), "setup")["params"]
+    assert plain - q4 == pytest.approx(n * (16 - 4.5) / 8, rel=1e-9)
+    assert plain - q4dq == pytest.approx(n * (16 - (4 + 8 / 64 + 32 / (64 * 256))) / 8, rel=1e-9)
+    # the whole model then needs ~6.0 GB: 6.53B linear weights at 4.5 bits (3.67 GB) + 1.09B
+    # embedding/head weights in bf16 (2.18 GB) + 40M fp32 LoRA adapter weights (0.16 GB)
+    assert 5.9 * GB < q4 < 6.1 * GB
+
+
+def test_8bit_base_weights_are_one_byte_plus_a_row_scale():
+    """LLM.int8 (Int8Params): int8 weights and one fp32 scale per output row."""
+    base = dict(model="Qwen2.5-7B", lora_rank=16, framework="ddp")
+    plain = phase(estimate(Setup(**base)), "setup")["params"]
+    q8 = phase(estimate(Setup(**base, quantization="8bit")), "setup")["params"]
+    n = decoder_linear_weights(QWEN)
+    saved = plain - q8
+    assert n * 1 * 0.999 < saved < n * 1  # one byte a weight saved, minus the small row scales
+
+
+def test_quantized_layers_add_one_dequantized_weight_as_a_temporary():
+    """bitsandbytes MatMul4Bit dequantizes the running layer's weight to the compute dtype
+    (F.dequantize_4bit(...).to(A.dtype)): the biggest projection, 2 bytes a weight in bf16."""
+    base = dict(model="Qwen2.5-7B", lora_rank=16, framework="ddp")
+    a = phase(estimate(Setup(**base)), "forward")["temporaries"]
+    b = phase(estimate(Setup(**base, quantization="4bit")), "forward")["temporaries"]
+    assert b - a == 2 * QWEN.hidden_size * QWEN.intermediate_size
+
+
+def test_quantization_needs_lora():
+    with pytest.raises(ValueError, match="LoRA"):
+        estimate(Setup(model="Qwen2.5-7B", quantization="4bit"))
+
+
+# --- precision and optimizers ----------------------------------------------------------------
+
+def test_pure_bf16_halves_full_fine_tuning_model_states():
+    """Without fp32 master weights every trainable byte is bf16: weights 2 + grads 2 + AdamW's
+    two states in the parameter dtype 4 = 8 bytes a parameter; with fp32 trainable weights under
+    autocast it is 4 + 4 + 8 = 16 (the ZeRO paper's mixed-precision count has the same 16)."""
+    psi = QWEN.param_count()
+    for mw, per_param in ((False, 8), (True, 16)):
+        r = estimate(Setup(model="Qwen2.5-7B", framework="torch", master_weights=mw, gpu="H200"))
+        step = phase(r, "step")
+        states = step["params"] + step["grads"] + step["optimizer"]
+        big = QWEN.vocab_size * QWEN.hidden_size  # the step's two sqrt/denominator temporaries
+        assert states - 2 * (per_param // 8) * 2 * big == pytest.approx(per_param * psi, rel=1e-3)
+
+
+def test_8bit_adamw_keeps_two_bytes_a_parameter_and_32bit_states_for_embeddings():
+    """bitsandbytes 8-bit Adam: two uint8 states + an fp32 absmax per 256 values; transformers'
+    Trainer overrides nn.Embedding to 32-bit states (optim_bits=32)."""
+    base = dict(model="Qwen2.5-7B", framework="torch", gpu="H200")
+    adam = phase(estimate(Setup(**base)), "step")["optimizer"]
+    a8 = phase(estimate(Setup(**base, optimizer="adamw_8bit")), "step")["optimizer"]
+    emb = QWEN.vocab_size * QWEN.hidden_size
+    rest = QWEN.param_count() - emb
+    # bf16 AdamW states: 4 bytes/param; 8-bit: 2 + 8/256 for the rest, fp32 (8) for the embedding.
+    # torch's AdamW also builds sqrt/denominator temporaries of its largest tensor (2 x 2 bytes x
+    # V*h); bitsandbytes updates in one fused kernel without them.
+    assert adam - a8 == pytest.approx(rest * (4 - 2 - 8 / 256) + emb * (4 - 8) + 2 * 2 * emb, rel=1e-6)
+
+
+def test_paged_optimizer_states_leave_the_gpu_budget():
+    """Paged states live in CUDA unified memory (bitsandbytes get_paged): evictable to host."""
+    base = dict(model="Qwen2.5-7B", lora_rank=64, framework="ddp")
+    r = estimate(Setup(**base, optimizer="paged_adamw_8bit"))
+    assert phase(r, "step")["optimizer"] < 1e8  # only the step's temporaries stay
+    assert r.host["offloaded_states"] > 0
+
+
+def test_sgd_has_no_state():
+    r = estimate(Setup(model="Qwen2.5-0.5B", framework="torch", optimizer="sgd"))
+    assert phase(r, "step")["optimizer"] == 0
+
+
+# --- loss kernels ------------------------------------------------------------------------------
+
+def test_liger_and_chunked_loss_remove_the_full_vocabulary_fp32_logits():
+    """transformers' loss upcasts all T x V logits to fp32 (4V) next to the bf16 ones (2V) and keeps
+    4V log-probs; Liger's fused linear cross-entropy never builds them (chunks of ~T*h/V tokens);
+    a chunked CE kernel upcasts 1/8 of the tokens at a time and keeps only a logsumexp per token."""
+    T, V = 8192, QWEN.vocab_size
+    base = dict(model="Qwen2.5-7B", lora_rank=16, seq_len=T, framework="ddp")
+    none = phase(estimate(Setup(**base)), "forward")
+    liger = phase(estimate(Setup(**base, loss_kernel="liger")), "forward")
+    chunked = phase(estimate(Setup(**base, loss_kernel="chunked")), "forward")
+    full_fp32 = 6 * V * T  # bf16 + fp32 logits
+    assert none["temporaries"] - liger["temporaries"] > 0.9 * full_fp32
+    assert none["activations"] - liger["activations"] == pytest.approx(4 * V * T - (2 * QWEN.hidden_size + 4) * T, rel=1e-9)
+    assert none["temporaries"] - chunked["temporaries"] == pytest.approx(full_fp32 - 4 * V * T / 8, rel=1e-9)
+
+
+# --- LoRA modules_to_save ----------------------------------------------------------------------
+
+def test_modules_to_save_trains_a_full_copy_of_embeddings_and_head():
+    """PEFT's ModulesToSaveWrapper keeps the original module and trains a copy: embed_tokens and
+    lm_head add 2*V*h trainable parameters (and as many total), with grads and optimizer states."""
+    a = estimate(Setup(model="Qwen2.5-7B", lora_rank=16, framework="ddp"))
+    b = estimate(Setup(model="Qwen2.5-7B", lora_rank=16, framework="ddp", modules_to_save=["embed_tokens", "lm_head"]))
+    extra = 2 * QWEN.vocab_size * QWEN.hidden_size
+    assert b.trainable_params - a.trainable_params == extra
+    assert b.params - a.params == extra
+    # PEFT upcasts only LoRA layers (cast_adapter_dtype): the copies keep bf16 weights, grads and
+    # AdamW states (2 + 2 + 4 bytes); LLaMA-Factory casts every trainable parameter to fp32 (4 + 4 + 8)
+    for trainer, per_param in (("trl", 8), ("llamafactory", 16)):
+        a = estimate(Setup(model="Qwen2.5-7B", lora_rank=16, framework="ddp", trainer=trainer))
+        b = estimate(Setup(model="Qwen2.5-7B", lora_rank=16, framework="ddp", trainer=trainer,
+                           modules_to_save=["embed_tokens", "lm_head"]))
+        states = [phase(r, "step")["params"] + phase(r, "step")["grads"] + phase(r, "step")["optimizer"] for r in (a, b)]
+        # (the frozen originals are the model's own embedding and head, present in both)
+        assert states[1] - states[0] == pytest.approx(per_param * extra, rel=1e-6)
+
+
+# --- DDP, FSDP, ZeRO-3 without zero.Init ---------------------------------------------------------
+
+def test_ddp_buckets_are_a_second_copy_of_the_gradients():
+    """torch DDP docs (gradient_as_bucket_view): the saved memory equals the total gradient size;
+    the Trainer leaves it False. One process is not wrapped, so no buckets."""
+    one = estimate(Setup(model="Qwen2.5-0.5B", framework="ddp", gpus=1))
+    four = estimate(Setup(model="Qwen2.5-0.5B", framework="ddp", gpus=4))
+    grads = phase(four, "step")["grads"] - phase(four, "setup")["grads"]
+    assert phase(one, "setup")["grads"] == 0
+    assert phase(four, "setup")["grads"] == pytest.approx(grads, rel=1e-9) and grads > 0
+
+
+def test_fsdp_full_shard_divides_model_states_and_gathers_layers():
+    """FSDP FULL_SHARD / FSDP2 fully_shard: parameters, gradients and optimizer states are split
+    over the ranks; only the running (and prefetched) units are gathered."""
+    ddp = estimate(Setup(model="Llama-3-8B", framework="ddp", gpus=8, gpu="H100"))
+    for fw in ("fsdp", "fsdp2"):
+        f = estimate(Setup(model="Llama-3-8B", framework=fw, gpus=8, gpu="H100"))
+        assert phase(f, "setup")["params"] == pytest.approx(phase(ddp, "setup")["params"] / 8, rel=1e-9)
+        assert phase(f, "step")["optimizer"] < phase(ddp, "step")["optimizer"] / 7
+        layer = model("Llama-3-8B").layer_params()
+        assert phase(f, "forward")["temporaries"] > 2 * 2 * layer  # two bf16 units in flight
+
+
+def test_fsdp_cpu_offload_moves_model_states_to_the_host():
+    on = estimate(Setup(model="Llama-3-8B", framework="fsdp", gpus=8, gpu="H100", fsdp_offload=True))
+    off = estimate(Setup(model="Llama-3-8B", framework="fsdp", gpus=8, gpu="H100"))
+    assert phase(on, "setup")["params"] == 0 and phase(on, "step")["optimizer"] == 0
+    assert on.host["offloaded_states"] > 0 and off.host.get("offloaded_states", 0) == 0
+
+
+def test_zero3_without_zero_init_builds_the_whole_model_on_every_gpu():
+    """Without zero.Init each rank materialises the full model before DeepSpeed partitions it."""
+    psi = model("Llama-3-8B").param_count()
+    init = estimate(Setup(model="Llama-3-8B", zero_stage=3, gpus=8, gpu="A100-40GB"))
+    no = estimate(Setup(model="Llama-3-8B", zero_stage=3, gpus=8, gpu="A100-40GB", zero3_init=False))
+    setup_no = sum(phase(no, "setup")[c] for c in ("params", "temporaries"))
+    assert setup_no == pytest.approx(2 * psi, rel=1e-9)
+    assert phase(init, "setup")["params"] == pytest.approx(2 * psi / 8, rel=1e-9)
+    assert no.host["model_loading"] > init.host["model_loading"]
+
+
+def test_unknown_values_are_rejected():
+    for k, v in (("framework", "horovod"), ("optimizer", "lion"), ("loss_kernel", "fast"), ("quantization", "3bit")):
+        with pytest.raises(ValueError, match=k):
+            estimate(Setup(model="Qwen2.5-0.5B", lora_rank=8, **{k: v}))
+
+
+# --- catalogs ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,published_billions,digits", [
+    # parameter counts as the model cards round them (huggingface.co/<org>/<name>)
+    ("Qwen3-8B", 8.2, 1), ("Qwen2.5-72B", 72.7, 1), ("Qwen2.5-0.5B", 0.49, 2), ("Qwen2.5-1.5B", 1.54, 2),
+    ("Qwen2.5-3B", 3.09, 2),
+    ("Llama-3.1-8B", 8.03, 2), ("Llama-3.2-1B", 1.24, 2), ("Llama-3.2-3B", 3.21, 2),
+    ("Mistral-7B-v0.3", 7.25, 2), ("Gemma-3-1B", 1.0, 1), ("Gemma-3-4B", 4.3, 1), ("Gemma-3-12B", 12.2, 1),
+    ("MiniCPM-V-2_6", 8.1, 1),
+])
+def test_model_catalog_matches_published_sizes(name, published_billions, digits):
+    assert round(model(name).param_count() / 1e9, digits) == published_billions
+
+
+@pytest.mark.parametrize("name,marketed_gb,bf16", [
+    ("RTX-3090", 24, True), ("RTX-4090", 24, True), ("RTX-5090", 32, True), ("A10G", 24, True),
+    ("A6000", 48, True), ("L40S", 48, True), ("A800-40GB", 40, True), ("A800-80GB", 80, True),
+    ("H20", 96, True), ("H200", 141, True), ("B200", 180, True), ("MI300X", 192, True),
+])
+def test_gpu_catalog_sizes_are_close_to_the_marketed_ones(name, marketed_gb, bf16):
+    g = GPUS[name]
+    # usable totals (nvidia-smi) are a few percent under the marketed figure, never above it + 10%
+    assert 0.9 * marketed_gb * GB < g.memory_bytes < 1.1 * marketed_gb * GB
+    assert g.bf16 is bf16 and g.generation
+
+
+def test_vlm_config_json_gives_the_same_tower_as_the_catalog(tmp_path):
+    """openbmb/MiniCPM-V-2_6 config.json's vision_config (SigLIP so400m), query_num and slices."""
+    cfg = {"model_type": "minicpmv", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+           "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 151666, "query_num": 64,
+           "image_size": 448, "slice_config": {"max_slice_nums": 9, "patch_size": 14, "scale_resolution": 448},
+           "vision_config": {"hidden_size": 1152, "image_size": 980, "intermediate_size": 4304,
+                             "model_type": "siglip", "num_attention_heads": 16, "num_hidden_layers": 27,
+                             "patch_size": 14}}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    assert model(str(p)).vision == model("MiniCPM-V-2_6").vision
+    # SigLIP so400m is ~0.4B parameters; with MiniCPM's resampler ~0.49B
+    assert 0.40e9 < model("MiniCPM-V-2_6").vision.param_count() < 0.5e9
+
+
+def test_image_slices_add_vision_activations_linearly():
+    """Each 448-pixel slice is 32 x 32 = 1024 patches through 27 SigLIP layers."""
+    base = dict(model="MiniCPM-V-2_6", zero_stage=3, gpus=2, gpu="A100-40GB")
+    a = [phase(estimate(Setup(**base, image_slices=k)), "forward")["activations"] for k in (0, 1, 10)]
+    per_slice = a[1] - a[0]
+    assert a[2] - a[0] == pytest.approx(10 * per_slice, rel=1e-9)
+    # without checkpointing a SigLIP layer keeps >= 8 hidden-sized and 2 MLP-sized bf16 tensors a patch
+    assert per_slice > 27 * 1024 * 2 * (8 * 1152 + 2 * 4304)
+
+
+# --- estimate --config ----------------------------------------------------------------------------
+
+def test_llamafactory_yaml_maps_to_setup(tmp_path):
+    p = tmp_path / "qlora.yaml"
+    p.write_text("model_name_or_path: Qwen/Qwen2.5-7B-Instruct\nstage: dpo\nfinetuning_type: lora\n"
+                 "lora_rank: 32\nadditional_target: embed_tokens\nquantization_bit: 4\ncutoff_len: 4096\n"
+                 "per_device_train_batch_size: 2\npure_bf16: true\noptim: paged_adamw_8bit\n"
+                 "enable_liger_kernel: true\ntemplate: qwen\nflash_attn: fa2\n")
+    ds, f = read([str(p)])
+    assert ds == {}
+    assert f == {**f, "model": "Qwen/Qwen2.5-7B-Instruct", "method": "dpo", "lora_rank": 32,
+                 "modules_to_save": ["embed_tokens"], "quantization": "4bit", "double_quant": True,
+                 "seq_len": 4096, "micro_batch": 2, "master_weights": False, "optimizer": "paged_adamw_8bit",
+                 "loss_kernel": "liger", "attn_implementation": "flash_attention_2", "framework": "ddp",
+                 "gradient_checkpointing": True, "trainer": "llamafactory"}
+
+
+def test_trl_and_accelerate_fsdp_files_combine(tmp_path):
+    (tmp_path / "sft.yaml").write_text("model_name_or_path: meta-llama/Llama-3.1-8B\noutput_dir: o\n"
+                                       "per_device_train_batch_size: 1\nmax_length: 8192\nbf16: true\n"
+                                       "use_liger_kernel: true\nload_in_4bit: true\nuse_peft: true\nlora_r: 8\n")
+    (tmp_path / "acc.yaml").write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\n"
+                                       "fsdp_config:\n  fsdp_version: 2\n  fsdp_offload_params: true\n"
+                                       "mixed_precision: bf16\nnum_machines: 1\nnum_processes: 4\n")
+    _ds, f = read([str(tmp_path / "sft.yaml"), str(tmp_path / "acc.yaml")])
+    assert (f["framework"], f["fsdp_offload"], f["gpus"], f["seq_len"], f["quantization"], f["lora_rank"],
+            f["loss_kernel"], f["method"]) == ("fsdp2", True, 4, 8192, "4bit", 8, "liger", "sft")
+
+
+def test_openrlhf_recipe_script_maps_to_post_mortem_settings():
+    """The rendered llama8b-sft-a100x1 launch script: ZeRO-2, Adam offload, 2048 tokens."""
+    ds, f = read(["recipes/llama8b-sft-a100x1/rendered/launch.sh"])
+    assert (f["zero_stage"], f["offload_optimizer"], f["seq_len"], f["micro_batch"], f["method"],
+            f["gradient_checkpointing"], f["precision"]) == (2, "cpu", 2048, 1, "sft", True, "bf16")
+
+
+def test_llamafactory_file_names_its_deepspeed_json():
+    ds, f = read(["recipes/qwen7b-dpo-v100x8/rendered/dpo.yaml"])
+    assert ds["zero_optimization"]["stage"] == 3 and f["framework"] == "deepspeed" and f["method"] == "dpo"
+
+
+def _cli(*argv):
+    return subprocess.run([sys.executable, "-m", "ftrecipes", "estimate", *argv], capture_output=True, text=True)
+
+
+def test_cli_config_errors_name_file_line_and_key(tmp_path):
+    p = tmp_path / "lf.yaml"
+    p.write_text("stage: ppo\nfinetuning_type: lora\ntemplate: qwen\ncutoff_len: 1024\n")
+    proc = _cli("--config", str(p), "--model", "Qwen2.5-7B")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"{p}:1:1: stage:" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_cli_recipe_mode_takes_memory_keys_beside_recipe_values():
+    a = json.loads(_cli("qwen7b-lora-zero2-a100x2", "--json").stdout)
+    b = json.loads(_cli("qwen7b-lora-zero2-a100x2", "--json", "--set", "quantization=4bit",
+                        "--set", "seq_len=1024").stdout)
+    assert b["setup"]["quantization"] == "4bit" and b["setup"]["seq_len"] == 1024
+    assert b["gpu_peak_bytes"] < a["gpu_peak_bytes"]
+    bad = _cli("qwen7b-lora-zero2-a100x2", "--set", "optimizer=lion")
+    assert bad.returncode == 2 and "optimizer must be one of" in bad.stderr

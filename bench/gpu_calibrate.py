@@ -1,0 +1,375 @@
+#!/usr/bin/env python3
+"""Real training steps of full-size, random-weight models on one GPU: peak allocated and reserved
+memory per phase (setup, forward, backward, optimizer step), next to `ftrecipes estimate`.
+
+Cases (issue 10, part 4): post-mortem 4's exact setting (OpenRLHF's Llama-3-8B SFT: ZeRO-2, bf16,
+micro batch 1, 2,048 tokens, gradient checkpointing, one 80 GB card) without and with Adam offload;
+ZeRO-3 with parameter and optimizer offload; LoRA, LoRA DPO and QLoRA under plain PyTorch.
+
+On a GPU machine (torch, transformers, deepspeed, peft; bitsandbytes for QLoRA):
+    python bench/gpu_calibrate.py [--cases pm4-zero2,lora-r16] [--out bench/gpu_calibrate.md]
+Every case runs in its own process (a fresh CUDA context; an OOM ends only that case) and is
+recorded as measured or as "OOM in <phase>". Without a GPU:
+    python -m ftrecipes.devenv run trl -- python bench/gpu_calibrate.py --self-test
+runs the same code (model build, DeepSpeed / PyTorch step, per-phase meter, estimate, report) on
+the CPU with a tiny Llama config; its "memory" is the process's resident set, which proves the
+plumbing, not the model. The estimate is compared with max_memory_allocated (the CUDA context is
+outside the allocator, so the estimate is taken without it); reserved shows the allocator's cache.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+GiB = 1024 ** 3
+PHASES = ("setup", "forward", "backward", "step")
+
+
+@dataclass
+class Case:
+    name: str
+    model: str
+    engine: str                 # deepspeed | torch (one process, no wrapper; PEFT for LoRA)
+    zero_stage: int = 0
+    offload_optimizer: str = "none"
+    offload_param: str = "none"
+    seq_len: int = 2048
+    micro_batch: int = 1
+    gradient_checkpointing: bool = True
+    lora_rank: int = 0
+    method: str = "sft"
+    quantization: str = "none"
+
+
+CASES = [
+    Case("pm4-zero2", "Llama-3-8B", "deepspeed", zero_stage=2),
+    Case("pm4-zero2-adam-offload", "Llama-3-8B", "deepspeed", zero_stage=2, offload_optimizer="cpu"),
+    Case("zero3-offload", "Llama-3-8B", "deepspeed", zero_stage=3, offload_optimizer="cpu", offload_param="cpu"),
+    Case("lora-r16", "Llama-3-8B", "torch", lora_rank=16),
+    Case("dpo-lora-r16", "Llama-3-8B", "torch", lora_rank=16, method="dpo"),
+    Case("qlora-r16", "Llama-3-8B", "torch", lora_rank=16, quantization="4bit"),
+]
+# The self-test's stand-in: a Llama config small enough for a CPU step in seconds.
+TINY = dict(model_type="llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, vocab_size=512, tie_word_embeddings=False, rms_norm_eps=1e-5)
+
+
+class Meter:
+    """Peak memory of one phase: CUDA allocator statistics, or the process RSS on the CPU."""
+
+    def __init__(self, device: str):
+        import torch
+
+        self.torch, self.cuda = torch, device == "cuda"
+        self.kind = "cuda" if self.cuda else "cpu-rss"
+
+    def start(self):
+        if self.cuda:
+            self.torch.cuda.synchronize()
+            self.torch.cuda.reset_peak_memory_stats()
+
+    def stop(self) -> dict:
+        if self.cuda:
+            self.torch.cuda.synchronize()
+            return {"allocated": self.torch.cuda.max_memory_allocated(), "reserved": self.torch.cuda.max_memory_reserved()}
+        with open("/proc/self/statm") as f:
+            rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        return {"allocated": rss, "reserved": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
+def hf_config(case: Case, tiny: bool) -> dict:
+    if tiny:
+        return dict(TINY)
+    from ftrecipes.memory.catalog import model
+
+    shape = model(case.model)
+    return dict(shape.hf_config, num_key_value_heads=shape.num_key_value_heads)
+
+
+def ds_config(case: Case, device: str) -> dict:
+    zero = {"stage": case.zero_stage}
+    if case.offload_optimizer != "none":
+        zero["offload_optimizer"] = {"device": case.offload_optimizer, "pin_memory": True}
+    if case.offload_param != "none":
+        zero["offload_param"] = {"device": case.offload_param, "pin_memory": True}
+    # FusedAdam needs CUDA; on the CPU accelerator (self-test) torch's AdamW runs instead
+    adam = {"lr": 1e-5, "torch_adam": device == "cpu" and case.offload_optimizer == "none"}
+    return {"train_micro_batch_size_per_gpu": case.micro_batch, "gradient_accumulation_steps": 1,
+            "train_batch_size": case.micro_batch, "bf16": {"enabled": True}, "zero_optimization": zero,
+            "optimizer": {"type": "AdamW", "params": adam}, "steps_per_print": 10 ** 9}
+
+
+def build_model(case: Case, cfg: dict, device: str, ds: dict | None):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    conf = AutoConfig.for_model(**cfg)
+    conf._attn_implementation = attn_implementation(device)
+    if case.quantization != "none":
+        return quantized_model(conf, device)
+    if ds is not None and case.zero_stage == 3:
+        import deepspeed
+
+        with deepspeed.zero.Init(config_dict_or_path=ds):
+            model = AutoModelForCausalLM.from_config(conf, dtype=torch.bfloat16)
+    else:
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(conf, dtype=torch.bfloat16)
+    if case.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.config.use_cache = False
+    if case.lora_rank:
+        from peft import LoraConfig, get_peft_model
+
+        if case.gradient_checkpointing:
+            model.enable_input_require_grads()
+        model = get_peft_model(model, LoraConfig(r=case.lora_rank, lora_alpha=2 * case.lora_rank,
+                                                 target_modules="all-linear", task_type="CAUSAL_LM"))
+    return model
+
+
+def quantized_model(conf, device: str):
+    """QLoRA's base: random bf16 weights saved once, reloaded through bitsandbytes (NF4, bf16
+    compute), since quantization happens in from_pretrained only."""
+    import torch
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    with tempfile.TemporaryDirectory() as d:
+        AutoModelForCausalLM.from_config(conf, dtype=torch.bfloat16).save_pretrained(d)
+        q = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16)
+        return AutoModelForCausalLM.from_pretrained(d, quantization_config=q, dtype=torch.bfloat16, device_map={"": device})
+
+
+def attn_implementation(device: str) -> str:
+    if device != "cuda":
+        return "sdpa"
+    try:
+        import flash_attn  # noqa: F401
+    except ImportError:
+        return "sdpa"
+    return "flash_attention_2"
+
+
+def batch(case: Case, cfg: dict, device: str):
+    import torch
+
+    rows = case.micro_batch * (2 if case.method == "dpo" else 1)
+    ids = torch.randint(0, cfg["vocab_size"], (rows, case.seq_len), device=device)
+    return ids
+
+
+def loss_of(model, ids, case: Case):
+    """SFT: the model's own causal-LM loss. DPO: TRL's sigmoid loss on chosen/rejected halves,
+    the reference being the same model with its LoRA adapter disabled (TRL and LLaMA-Factory)."""
+    import torch
+    import torch.nn.functional as F
+
+    if case.method != "dpo":
+        return model(input_ids=ids, labels=ids).loss
+
+    def logps(m):
+        logits = m(input_ids=ids).logits[:, :-1].float()
+        return torch.gather(logits.log_softmax(-1), 2, ids[:, 1:, None]).squeeze(2).sum(-1)
+
+    policy = logps(model)
+    with torch.no_grad(), model.disable_adapter():
+        ref = logps(model)
+    half = ids.shape[0] // 2
+    margin = (policy[:half] - ref[:half]) - (policy[half:] - ref[half:])
+    return -F.logsigmoid(0.1 * margin).mean()
+
+
+def measure(case: Case, device: str, tiny: bool) -> dict:
+    """One case, this process: {phase: {allocated, reserved}} for the first step and the second
+    step's forward/backward peak (optimizer states resident)."""
+    import torch
+
+    torch.manual_seed(0)
+    cfg = hf_config(case, tiny)
+    meter, out = Meter(device), {}
+    ds = ds_config(case, device) if case.engine == "deepspeed" else None
+    if ds is not None:
+        import deepspeed
+
+        deepspeed.init_distributed(dist_backend="nccl" if device == "cuda" else "gloo")
+    phase = "setup"
+    try:
+        meter.start()
+        model = build_model(case, cfg, device, ds)
+        if ds is not None:
+            params = [p for p in model.parameters() if p.requires_grad]
+            engine, *_ = deepspeed.initialize(model=model, model_parameters=params, config=ds)
+        else:
+            engine = model
+            opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5, foreach=False)
+        out["setup"] = meter.stop()
+        ids = batch(case, cfg, device)
+        for step in (1, 2):
+            for phase in ("forward", "backward", "step"):
+                meter.start()
+                if phase == "forward":
+                    loss = loss_of(engine, ids, case)
+                elif phase == "backward":
+                    engine.backward(loss) if ds is not None else loss.backward()
+                elif ds is not None:
+                    engine.step()
+                else:
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+                peak = meter.stop()
+                out[phase if step == 1 else f"{phase} (step 2)"] = peak
+    except torch.OutOfMemoryError:
+        out["oom"] = phase
+    out["meter"] = meter.kind
+    return out
+
+
+def estimate_phases(case: Case, gpu: str, tiny_config: str | None) -> dict:
+    from ftrecipes.memory import Setup, estimate
+
+    s = Setup(model=tiny_config or case.model, gpu=gpu, gpus=1, seq_len=case.seq_len, micro_batch=case.micro_batch,
+              precision="bf16", zero_stage=case.zero_stage, offload_optimizer=case.offload_optimizer,
+              offload_param=case.offload_param, gradient_checkpointing=case.gradient_checkpointing,
+              attn_implementation="sdpa", lora_rank=case.lora_rank, method=case.method,
+              framework="deepspeed" if case.engine == "deepspeed" else "torch", quantization=case.quantization,
+              trainer="trl", cuda_context_bytes=0)
+    r = estimate(s)
+    return {"phases": {p.name: p.total_bytes for p in r.phases}, "peak": r.gpu_peak_bytes, "verdict": r.verdict,
+            "gpu_bytes": r.gpu_bytes}
+
+
+def gpu_name() -> str:
+    """The catalog name of this machine's GPU (what the estimate's verdict is against)."""
+    import torch
+
+    name = torch.cuda.get_device_name(0).upper()
+    for key, cat in (("H200", "H200"), ("H100", "H100-80GB"), ("H20", "H20"), ("B200", "B200"),
+                     ("A100-SXM4-40GB", "A100-40GB"), ("A100-PCIE-40GB", "A100-40GB"), ("A100", "A100-80GB"),
+                     ("L40S", "L40S"), ("A10G", "A10G"), ("4090", "RTX-4090"), ("MI300X", "MI300X")):
+        if key in name:
+            return cat
+    return "A100-80GB"
+
+
+def run_case(case: Case, device: str, tiny: bool, env: dict) -> dict:
+    """Measure one case in a child process (fresh CUDA context; an OOM or crash ends only it)."""
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "case.json"
+        cmd = [sys.executable, __file__, "--run-case", json.dumps(asdict(case)), "--device", device, "--json", str(out)]
+        if tiny:
+            cmd.append("--tiny")
+        t0 = time.time()
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
+        if proc.returncode != 0 or not out.exists():
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+            return {"error": f"exit {proc.returncode}: {tail[0][:300]}", "seconds": time.time() - t0}
+        res = json.loads(out.read_text())
+        res["seconds"] = time.time() - t0
+        return res
+
+
+def skip_reason(case: Case, device: str) -> str | None:
+    if case.quantization != "none":
+        try:
+            import bitsandbytes  # noqa: F401
+        except ImportError:
+            return "bitsandbytes is not installed"
+        if device != "cuda":
+            return "bitsandbytes 4-bit needs a GPU here"
+    return None
+
+
+def report(rows: list, device: str, gpu: str, meter: str) -> str:
+    lines = ["# GPU calibration: measured peak memory per phase vs `ftrecipes estimate`", "",
+             f"Device: {device} ({gpu}); meter: {meter}. GiB per phase; error = estimate / allocated - 1.", "",
+             "| case | phase | allocated | reserved | estimate | error |", "|---|---|---:|---:|---:|---:|"]
+    for case, meas, est in rows:
+        if "skipped" in meas or "error" in meas:
+            lines.append(f"| {case.name} | - | {meas.get('skipped') or meas['error']} | | | |")
+            continue
+        for ph in [p for p in meas if isinstance(meas[p], dict)]:
+            e = est["phases"].get(ph.split(" ")[0])
+            if ph.endswith("(step 2)") and ph.startswith(("forward", "backward")):
+                e = est["peak"]
+            a = meas[ph]["allocated"]
+            # a CPU process's resident set is not what the estimate counts: no error figure then
+            err = f"{e / a - 1:+.1%}" if e and a and meas.get("meter") == "cuda" else "n/a"
+            lines.append(f"| {case.name} | {ph} | {a / GiB:.2f} | {meas[ph]['reserved'] / GiB:.2f} | "
+                         f"{(e or 0) / GiB:.2f} | {err} |")
+        if "oom" in meas:
+            lines.append(f"| {case.name} | OOM in {meas['oom']} | | | {est['peak'] / GiB:.2f} | estimate: {est['verdict']} |")
+        else:
+            lines.append(f"| {case.name} | ran ({meas['seconds']:.0f} s) | | | {est['peak'] / GiB:.2f} | "
+                         f"estimate: {est['verdict']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--self-test", action="store_true", help="tiny model on the CPU, same code path")
+    ap.add_argument("--cases", help="comma-separated case names (default: all)")
+    ap.add_argument("--out", help="markdown report (default: bench/gpu_calibrate.md; self-test: stdout only)")
+    ap.add_argument("--run-case", help=argparse.SUPPRESS)
+    ap.add_argument("--device", help=argparse.SUPPRESS)
+    ap.add_argument("--json", help=argparse.SUPPRESS)
+    ap.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.run_case:
+        res = measure(Case(**json.loads(a.run_case)), a.device, a.tiny)
+        Path(a.json).write_text(json.dumps(res))
+        return 0
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() and not a.self_test else "cpu"
+    if device == "cpu" and not a.self_test:
+        print("no GPU: run with --self-test (tiny model on the CPU)", file=sys.stderr)
+        return 2
+    return calibrate(a, device)
+
+
+def calibrate(a, device: str) -> int:
+    names = a.cases.split(",") if a.cases else [c.name for c in CASES]
+    unknown = [n for n in names if n not in {c.name for c in CASES}]
+    if unknown:
+        print(f"unknown case(s): {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    gpu = gpu_name() if device == "cuda" else "A100-80GB"
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("MASTER_PORT", "29517"),
+               RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        tiny_config = None
+        if a.self_test:
+            tiny_config = str(Path(d) / "config.json")
+            Path(tiny_config).write_text(json.dumps(TINY))
+        for case in CASES:
+            if case.name not in names:
+                continue
+            if a.self_test:
+                case = Case(**{**asdict(case), "model": "tiny-llama", "seq_len": 32})
+            why = skip_reason(case, device)
+            meas = {"skipped": f"skipped: {why}"} if why else run_case(case, device, a.self_test, env)
+            rows.append((case, meas, estimate_phases(case, gpu, tiny_config)))
+            print(f"{case.name}: {json.dumps(meas)[:400]}", flush=True)
+    meters = {m.get("meter") for _c, m, _e in rows if m.get("meter")}
+    text = report(rows, device, gpu, ", ".join(sorted(meters)) or "none")
+    print(text)
+    out = a.out or (None if a.self_test else str(ROOT / "bench" / "gpu_calibrate.md"))
+    if out:
+        Path(out).write_text(text, encoding="utf-8")
+    return 1 if any("error" in m for _c, m, _e in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

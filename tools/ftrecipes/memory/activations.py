@@ -150,7 +150,7 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
     seq_len already)."""
     b = micro_batch * sequences_per_sample
     T = b * seq_len
-    h, V, L = shape.hidden_size, shape.vocab_size, shape.num_hidden_layers
+    h, L = shape.hidden_size, shape.num_hidden_layers
     targets = lora_targets(lora_target) if lora_rank else ALL_LINEAR
     attn = attn_implementation or "sdpa"
     per_layer = layer_bytes_per_token(shape, p, lora_rank, targets, True, attn, seq_len, adapter_fp32)

@@ -316,3 +316,50 @@ def test_cli_recipe_mode_takes_memory_keys_beside_recipe_values():
     assert b["gpu_peak_bytes"] < a["gpu_peak_bytes"]
     bad = _cli("qwen7b-lora-zero2-a100x2", "--set", "optimizer=lion")
     assert bad.returncode == 2 and "optimizer must be one of" in bad.stderr
+
+
+def test_files_that_leave_keys_out_get_the_frameworks_defaults(tmp_path):
+    """LLaMA-Factory 0.9.5: lora_rank 8, cutoff_len 2048, checkpointing on; transformers'
+    per_device_train_batch_size 8. TRL 1.x: max_length 1024, checkpointing on, lora_r 16, PEFT's
+    default targets q_proj,v_proj (test_framework_defaults_match_the_installed_frameworks checks
+    these against the installed code)."""
+    (tmp_path / "lf.yaml").write_text("stage: sft\nfinetuning_type: lora\ntemplate: qwen\ndataset: x\n")
+    (tmp_path / "trl.yaml").write_text("model_name_or_path: x\noutput_dir: o\nuse_peft: true\nlearning_rate: 1e-5\n")
+    _ds, lf = read([str(tmp_path / "lf.yaml")])
+    _ds, trl = read([str(tmp_path / "trl.yaml")])
+    assert (lf["lora_rank"], lf["seq_len"], lf["micro_batch"], lf["gradient_checkpointing"], lf["lora_target"]) == \
+        (8, 2048, 8, True, "all")
+    assert (trl["seq_len"], trl["micro_batch"], trl["gradient_checkpointing"], trl["lora_rank"], trl["lora_target"]) == \
+        (1024, 8, True, 16, "q_proj,v_proj")
+
+
+@pytest.mark.framework
+def test_framework_defaults_match_the_installed_frameworks():
+    """The defaults configs.py assumes, read from the dataclasses of the installed LLaMA-Factory and
+    TRL (their own venvs) rather than from their docs."""
+    from ftrecipes import devenv
+
+    probes = {
+        "llamafactory": "from llamafactory.hparams import DataArguments, FinetuningArguments, ModelArguments\n"
+                        "from transformers import Seq2SeqTrainingArguments as T\n"
+                        "import dataclasses as d, json\n"
+                        "f = lambda c, n: next(x.default for x in d.fields(c) if x.name == n)\n"
+                        "print(json.dumps([f(FinetuningArguments, 'lora_rank'), f(DataArguments, 'cutoff_len'),"
+                        " f(T, 'per_device_train_batch_size'), f(ModelArguments, 'disable_gradient_checkpointing'),"
+                        " f(FinetuningArguments, 'lora_target'), f(ModelArguments, 'double_quantization')]))",
+        "trl": "from trl import SFTConfig, DPOConfig, ModelConfig\nimport dataclasses as d, json\n"
+               "f = lambda c, n: next(x.default for x in d.fields(c) if x.name == n)\n"
+               "from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as M\n"
+               "print(json.dumps([f(SFTConfig, 'max_length'), f(DPOConfig, 'max_length'),"
+               " f(SFTConfig, 'gradient_checkpointing'), f(SFTConfig, 'per_device_train_batch_size'),"
+               " f(ModelConfig, 'lora_r'), f(ModelConfig, 'use_bnb_nested_quant'), ','.join(M['qwen2'])]))",
+    }
+    expected = {"llamafactory": [8, 2048, 8, False, "all", True],
+                "trl": [1024, 1024, True, 8, 16, False, "q_proj,v_proj"]}
+    for stack, code in probes.items():
+        if not devenv.is_complete(stack):
+            pytest.skip(f"the {stack} stack venv is not built")
+        proc = subprocess.run([str(devenv.env_python(stack)), "-c", code], env=devenv.run_env(stack),
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert json.loads(proc.stdout.strip().splitlines()[-1]) == expected[stack]

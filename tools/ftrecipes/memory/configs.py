@@ -27,7 +27,11 @@ _HF_OPTIM = {
     "sgd": "sgd", "adafactor": "adafactor",
 }
 # LLaMA-Factory ModelArguments.flash_attn -> attn_implementation ("auto" lets transformers pick SDPA)
-_LF_ATTN = {"auto": "sdpa", "sdpa": "sdpa", "fa2": "flash_attention_2", "disabled": "eager"}
+_LF_ATTN = {"auto": "sdpa", "sdpa": "sdpa", "fa2": "flash_attention_2", "fa3": "flash_attention_2",
+            "disabled": "eager"}
+# PEFT's default LoRA targets when none are named (peft/utils/constants.py
+# TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: llama, mistral, qwen2 -> q_proj, v_proj)
+_PEFT_DEFAULT_TARGETS = "q_proj,v_proj"
 _LF_STAGE = {"sft": "sft", "pt": "sft", "rm": "sft", "dpo": "dpo", "kto": "dpo"}
 
 # Setup fields a recipe does not render but `estimate NAME --set` may change (what-if keys)
@@ -113,7 +117,7 @@ def from_llamafactory(f: _File) -> dict:
            "lora_target": ",".join(_split(f.get("lora_target", default="all"))) or "all",
            "modules_to_save": _split(f.get("additional_target")),
            "seq_len": f.int("cutoff_len", default=2048),
-           "micro_batch": f.int("per_device_train_batch_size", default=1),
+           "micro_batch": f.int("per_device_train_batch_size", default=8),  # transformers' default
            # LLaMA-Factory checkpoints by default (disable_gradient_checkpointing: false); Unsloth's
            # variant offloads the checkpoints to host RAM, which we do not model (an upper bound)
            "gradient_checkpointing": not f.get("disable_gradient_checkpointing", default=False),
@@ -158,7 +162,8 @@ def from_trl(f: _File) -> dict:
            "attn_implementation": f.get("attn_implementation")}
     if f.get("use_peft") is True or f.get("lora_r") is not None:
         out["lora_rank"] = f.int("lora_r", default=16)
-        out["lora_target"] = ",".join(_split(f.get("lora_target_modules"))) or "all"
+        targets = _split(f.get("lora_target_modules"))
+        out["lora_target"] = "all" if targets == ["all-linear"] else ",".join(targets) or _PEFT_DEFAULT_TARGETS
         out["modules_to_save"] = _split(f.get("lora_modules_to_save"))
     if f.get("load_in_4bit") is True or f.get("load_in_8bit") is True:
         out["quantization"] = "4bit" if f.get("load_in_4bit") is True else "8bit"

@@ -41,7 +41,7 @@ def test_4bit_base_weights_cost_half_a_byte_plus_the_absmax_constants():
     fp32 constant per 256 of them: 4 + 8/64 + 32/(64*256) = 4.127 bits. Only the decoder's linear
     layers are quantized (transformers skips lm_head; embeddings are not nn.Linear)."""
     n = decoder_linear_weights(QWEN)
-    base = dict(model="Qwen2.5-7B", lora_rank=16, framework="ddp", trainer="trl")
+    base = dict(model="Qwen2.5-7B", lora_rank=16, framework="ddp")
     plain = phase(estimate(Setup(**base)), "setup")["params"]
     q4 = phase(estimate(Setup(**base, quantization="4bit")), "setup")["params"]
     q4dq = phase(estimate(Setup(**base, quantization="4bit", double_quant=True)), "setup")["params"]
@@ -50,6 +50,19 @@ def test_4bit_base_weights_cost_half_a_byte_plus_the_absmax_constants():
     # the whole model then needs ~6.0 GB: 6.53B linear weights at 4.5 bits (3.67 GB) + 1.09B
     # embedding/head weights in bf16 (2.18 GB) + 40M fp32 LoRA adapter weights (0.16 GB)
     assert 5.9 * GB < q4 < 6.1 * GB
+
+
+def test_qlora_adapter_dtype_follows_the_trainer():
+    """PEFT upcasts LoRA weights to fp32 (autocast_adapter_dtype); TRL's SFTTrainer casts a
+    quantized model's adapters back to bf16; torchtune builds everything in bf16."""
+    kw = dict(model="Qwen2.5-7B", lora_rank=16, framework="ddp", quantization="4bit", double_quant=False)
+    fp32 = estimate(Setup(**kw, trainer="llamafactory"))
+    trl = estimate(Setup(**kw, trainer="trl"))
+    tune = estimate(Setup(**{**kw, "quantization": "none"}, trainer="torchtune"))
+    plain = estimate(Setup(**{**kw, "quantization": "none"}, trainer="llamafactory"))
+    adapters = trl.trainable_params
+    assert phase(fp32, "setup")["params"] - phase(trl, "setup")["params"] == pytest.approx(2 * adapters, rel=1e-9)
+    assert phase(plain, "setup")["params"] - phase(tune, "setup")["params"] == pytest.approx(2 * adapters, rel=1e-9)
 
 
 def test_8bit_base_weights_are_one_byte_plus_a_row_scale():
@@ -243,6 +256,18 @@ def test_vlm_config_json_gives_the_same_tower_as_the_catalog(tmp_path):
     assert model(str(p)).vision == model("MiniCPM-V-2_6").vision
     # SigLIP so400m is ~0.4B parameters; with MiniCPM's resampler ~0.49B
     assert 0.40e9 < model("MiniCPM-V-2_6").vision.param_count() < 0.5e9
+
+
+def test_vision_tower_trained_next_to_lora_is_trainable_in_place():
+    """MiniCPM-V's finetune.py with LoRA and tune_vision: the SigLIP tower trains in place (no
+    copy) and the resampler is a PEFT modules_to_save copy."""
+    v = model("MiniCPM-V-2_6").vision
+    a = estimate(Setup(model="MiniCPM-V-2_6", lora_rank=64, zero_stage=2, gpus=2))
+    b = estimate(Setup(model="MiniCPM-V-2_6", lora_rank=64, zero_stage=2, gpus=2, modules_to_save=["vpm", "resampler"]))
+    assert b.trainable_params - a.trainable_params == v.tower_params() + v.projector_params()
+    assert b.params - a.params == v.projector_params()
+    with pytest.raises(ValueError, match="vision-language"):
+        estimate(Setup(model="Qwen2.5-7B", lora_rank=8, modules_to_save=["vpm"]))
 
 
 def test_image_slices_add_vision_activations_linearly():

@@ -96,18 +96,22 @@ class VisionTower:
         return (self.slice_size // self.patch_size) ** 2
 
     def param_count(self) -> int:
-        h, i, e = self.hidden_size, self.intermediate_size, self.text_hidden
+        return self.tower_params() + self.projector_params()
+
+    def tower_params(self) -> int:
+        h, i = self.hidden_size, self.intermediate_size
         # SigLIP encoder layer: q/k/v/out with bias, fc1/fc2 with bias, two LayerNorms (w + b)
         layer = 4 * (h * h + h) + (h * i + i) + (i * h + h) + 4 * h
         embed = 3 * self.patch_size ** 2 * h + h + (self.position_size // self.patch_size) ** 2 * h
-        tower = self.num_hidden_layers * layer + embed + 2 * h  # + post_layernorm
+        return self.num_hidden_layers * layer + embed + 2 * h  # + post_layernorm
+
+    def projector_params(self) -> int:
+        h, e = self.hidden_size, self.text_hidden
         if self.projector == "resampler":
             # MiniCPM-V resampler.py: queries, kv_proj (no bias), nn.MultiheadAttention (in_proj
             # 3e*e + 3e, out_proj e*e + e), ln_q/ln_kv/ln_post (2e each) and proj (e*e)
-            proj = self.tokens_per_slice * e + h * e + 4 * e * e + 4 * e + 6 * e + e * e
-        else:
-            proj = h * e + h  # norm + linear projection into the text width
-        return tower + proj
+            return self.tokens_per_slice * e + h * e + 4 * e * e + 4 * e + 6 * e + e * e
+        return h * e + h  # norm + linear projection into the text width
 
 
 @dataclass(frozen=True)

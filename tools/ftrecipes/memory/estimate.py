@@ -14,8 +14,8 @@ from . import catalog
 from .activations import ALL_LINEAR, activations, lora_params_per_layer, lora_targets
 from .deepspeed_transients import Transients, resolve, transients
 from .host import GiB, host_bytes
-from .model_states import (check_expressed, expressed_states, expressed_transients, uses_master_weights,
-                           zero_paper_model_states)
+from .model_states import (adapters_in_fp32, check_expressed, expressed_states, expressed_transients,
+                           uses_master_weights, zero_paper_model_states)
 
 PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 TIGHT_HEADROOM = 0.10
@@ -144,8 +144,8 @@ def _counts(s: Setup):
     total = shape.param_count()
     if s.lora_rank:
         trainable = shape.num_hidden_layers * lora_params_per_layer(shape, s.lora_rank, lora_targets(s.lora_target))
-        trainable += modules_to_save_params(shape, s.modules_to_save)
-        return shape, total + trainable, trainable
+        copied, in_place = modules_to_save_split(shape, s.modules_to_save)
+        return shape, total + trainable + copied, trainable + copied + in_place
     return shape, total, total
 
 

@@ -237,6 +237,21 @@ def uses_master_weights(s) -> bool:
     return s.framework == "deepspeed" or s.trainer == "llamafactory"
 
 
+def adapters_in_fp32(s) -> bool:
+    """LoRA adapter weights in fp32? PEFT upcasts them (get_peft_model's autocast_adapter_dtype)
+    unless: DeepSpeed casts the whole module to the compute dtype; TRL's SFTTrainer casts a
+    quantized model's adapters to bf16 (QLoRA paper's recommendation, trl/trainer/sft_trainer.py);
+    torchtune builds every parameter in the training dtype (set_default_dtype). adapter_fp32
+    overrides all but DeepSpeed's cast."""
+    if s.framework == "deepspeed":
+        return False
+    if s.adapter_fp32 is not None:
+        return bool(s.adapter_fp32)
+    if s.trainer == "torchtune" or (s.trainer == "trl" and s.quantization != "none"):
+        return False
+    return True
+
+
 def expressed_states(s, shape, total: int, trainable: int, n: int, stage: int, p: int, *,
                      offload_optimizer: str, offload_param: str, pt: int) -> ModelStates:
     """Model states of Setup s: DeepSpeed's ZeRO placement or a PyTorch wrapper's, with quantized
@@ -248,7 +263,7 @@ def expressed_states(s, shape, total: int, trainable: int, n: int, stage: int, p
     if shape is not None and s.lora_rank and s.modules_to_save:
         from .activations import modules_to_save_params
 
-        saved = modules_to_save_params(shape, s.modules_to_save)
+        saved = modules_to_save_params(shape, s.modules_to_save)  # copies and in-place towers alike
     if shape is not None:
         if not s.lora_rank or "embed_tokens" in (s.modules_to_save or ()):
             embed_trainable = shape.vocab_size * shape.hidden_size

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from . import catalog
-from .activations import ALL_LINEAR, activations, lora_params_per_layer, lora_targets
+from .activations import ALL_LINEAR, activations, lora_params_per_layer, lora_targets, modules_to_save_split
 from .deepspeed_transients import Transients, resolve, transients
 from .host import GiB, host_bytes
 from .model_states import (adapters_in_fp32, check_expressed, expressed_states, expressed_transients,
@@ -69,6 +69,16 @@ class Setup:
     host_ram_bytes: int | None = None  # per node, for the host verdict
     cuda_context_bytes: int = CUDA_CONTEXT
     deepspeed_version: str = ""       # e.g. "0.19.8"; see deepspeed_transients.py for what depends on it
+    # Settings beyond DeepSpeed's (model_states.expressed_states / activations.loss_terms)
+    quantization: str = "none"         # none | 4bit | 8bit: bitsandbytes base weights (QLoRA)
+    double_quant: bool | None = None   # 4-bit absmax quantised again; None: LLaMA-Factory yes, others no
+    master_weights: bool | None = None  # fp32 trainable weights; None: DeepSpeed/LLaMA-Factory yes, else no
+    optimizer: str = "adamw"           # adamw | adamw_8bit | paged_adamw_8bit | paged_adamw_32bit | sgd | adafactor
+    loss_kernel: str = "none"          # none | liger | chunked (fused / chunked cross-entropy)
+    modules_to_save: list = field(default_factory=list)  # LoRA: modules trained in full (embed_tokens, lm_head)
+    fsdp_offload: bool = False         # FSDP CPU offload of parameters, gradients and optimizer
+    zero3_init: bool = True            # ZeRO-3 model built under zero.Init (false: whole model per GPU first)
+    image_slices: int = 0              # VLM: image slices per sample through the vision tower
 
     def shape(self):
         return catalog.model(self.model) if self.model else None
@@ -176,6 +186,7 @@ class _Plan:
     ds: dict = field(default_factory=dict)  # DeepSpeed's effective bucket settings
     base: dict = field(default_factory=dict)
     resident: dict = field(default_factory=dict)  # states allocated before the first forward
+    xt: dict = field(default_factory=dict)  # temporaries of the non-DeepSpeed settings, by phase
 
     def phase(self, name, **cats) -> Phase:
         d = {c: 0.0 for c in CATEGORIES}
@@ -204,11 +215,11 @@ def _resolve(s: Setup) -> _Plan:
     off_opt = s.offload_optimizer if stage >= 1 else "none"
     if s.offload_optimizer != "none" and stage == 0:
         notes.append("offload_optimizer needs ZeRO stage >= 1; ignored")
-    adapter_fp32 = (not deepspeed) if s.adapter_fp32 is None else (s.adapter_fp32 and not deepspeed)
-    pt = 4 if s.lora_rank and adapter_fp32 else p
+    adapter_fp32 = adapters_in_fp32(s)
+    pt = 4 if (s.lora_rank and adapter_fp32) or (not deepspeed and not s.lora_rank and uses_master_weights(s)) else p
     n = max(1, s.gpus)
-    ms = model_states(total, trainable, n, stage, p, offload_optimizer=off_opt, offload_param=off_param,
-                      master_weights=deepspeed and s.precision != "fp32", trainable_bytes=pt)
+    ms = expressed_states(s, shape, total, trainable, n, stage, p, offload_optimizer=off_opt,
+                          offload_param=off_param, pt=pt)
     if deepspeed and s.precision == "fp32":
         ms.optimizer = 8 * trainable / (n if stage >= 1 else 1) if off_opt == "none" else 0
     if deepspeed and stage in (1, 2) and off_opt != "none":
@@ -273,7 +284,8 @@ def _buffers(c: _Plan) -> None:
         c.act = activations(shape, s.seq_len, s.micro_batch, c.p, lora_rank=s.lora_rank,
                             lora_target=s.lora_target, gradient_checkpointing=s.gradient_checkpointing,
                             attn_implementation=s.attn_implementation,
-                            sequences_per_sample=2 if s.method == "dpo" else 1, adapter_fp32=c.adapter_fp32)
+                            sequences_per_sample=2 if s.method == "dpo" else 1, adapter_fp32=c.adapter_fp32,
+                            loss_kernel=s.loss_kernel, image_slices=s.image_slices)
     else:
         c.notes.append("no architecture given (--params only): activations not modelled")
     largest_gather = 0  # elements ZeRO-3 must gather at once
@@ -289,6 +301,7 @@ def _buffers(c: _Plan) -> None:
                           offload_optimizer=c.off_opt)
     else:
         c.tr = Transients()
+    c.xt = expressed_transients(s, shape, c.total, c.trainable, c.n, c.p, c.pt, c.ms, c.largest_tensor)
 
 
 def _runtime_reserve(c: _Plan) -> dict:
@@ -306,7 +319,8 @@ def _runtime_reserve(c: _Plan) -> dict:
         util = 0.3 if s.vllm_gpu_memory_utilization is None else s.vllm_gpu_memory_utilization
         generation = util * gpu.memory_bytes
         c.notes.append(f"colocated vLLM reserves {util:.0%} of each training GPU")
-    return {"params": c.ms.params + c.ref_params, "runtime": s.cuda_context_bytes, "generation": generation}
+    return {"params": c.ms.params + c.ref_params, "runtime": s.cuda_context_bytes, "generation": generation,
+            "grads": c.ms.comm_buffers}
 
 
 def _forward_extra(c: _Plan) -> float:
@@ -335,7 +349,7 @@ def _forward_extra(c: _Plan) -> float:
 def _forward(c: _Plan) -> Phase:
     saved = c.act.saved if c.act else 0.0
     return c.phase("forward", master=c.ms.master, activations=saved,
-                   temporaries=_forward_extra(c) + c.tr.gathered_params)
+                   temporaries=_forward_extra(c) + c.tr.gathered_params + c.xt["forward"])
 
 
 def _backward(c: _Plan) -> Phase:
@@ -346,7 +360,7 @@ def _backward(c: _Plan) -> Phase:
     # Gradients in flight: stage 0/1 accumulate full grads (p*trainable); stage 2/3 keep a
     # partition plus the reduce bucket. ms.grads already holds the steady value.
     grads_full = c.ms.grads
-    buffers = c.tr.backward_buckets + c.tr.gathered_params
+    buffers = c.tr.backward_buckets + c.tr.gathered_params + c.xt["backward"]
     if act is None:
         return c.phase("backward", master=c.ms.master, temporaries=buffers, grads=grads_full)
     L = shape.num_hidden_layers
@@ -370,9 +384,9 @@ def _backward(c: _Plan) -> Phase:
 def _step(c: _Plan) -> Phase:
     ms, tr = c.ms, c.tr
     if not c.deepspeed:
-        # torch.optim.AdamW (single-tensor): states in the parameter dtype; per tensor it builds
-        # exp_avg_sq.sqrt() and the denominator, two temporaries of the largest tensor.
-        return c.phase("step", grads=ms.grads, optimizer=ms.optimizer + 2 * c.pt * c.largest_tensor)
+        # states in the parameter dtype (or fp32 master weights); the optimizer's own temporaries
+        # (torch AdamW's sqrt and denominator per tensor) come from expressed_transients
+        return c.phase("step", grads=ms.grads, optimizer=ms.optimizer + c.xt["step"])
     if c.off_opt != "none":
         # CPU Adam: gradients are copied out, parameters copied back in swap buffers
         return c.phase("step", grads=ms.grads, temporaries=tr.step_allgather)
@@ -440,7 +454,7 @@ def _host(c: _Plan) -> tuple[dict, float]:
         # reduce_bucket_size elements
         pinned = c.p * min(c.ds["reduce_bucket_size"], c.trainable)
     host = host_bytes(states_host_per_process=ms.host, processes_per_node=procs, model_load_bytes=c.p * c.total,
-                      zero3_init=c.stage == 3, pinned_buffer_bytes=pinned)
+                      zero3_init=c.stage == 3 and s.zero3_init, pinned_buffer_bytes=pinned)
     host_peak = host["process_overhead"] + max(host["model_loading"], host["offloaded_states"] + host["pinned_buffers"])
     if ms.host and s.pin_memory:
         c.notes.append(f"{ms.host * procs / GiB:.1f} GiB of offloaded states are pinned: pinned memory cannot be "
@@ -456,6 +470,8 @@ def estimate(s: Setup) -> Result:
     # ZeRO-3's initialize_optimizer_states() steps Adam on an fp32 zero-gradient buffer of the
     # largest sub-group, freed again before training starts
     setup = c.phase("setup", master=c.ms.master, temporaries=c.tr.init_grad_buffer if c.resident else 0.0)
+    held = setup.total_bytes - c.base["runtime"] - c.base["generation"]
+    setup.by_category["temporaries"] += max(0.0, c.xt["load"] - held)  # a whole model loaded per GPU
     phases = [setup, _forward(c), _backward(c), _step(c)]
     gpu_peak, peak_name, at = _peak(c, phases)
     card = _reserved(c, gpu_peak, at)

@@ -290,8 +290,10 @@ def expressed_states(s, shape, total: int, trainable: int, n: int, stage: int, p
 
 def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, pt: int,
                          ms: ModelStates, largest_tensor: int) -> dict:
-    """GPU temporaries of the non-DeepSpeed settings, by phase: {setup, forward, backward, step}."""
-    t = {"setup": 0.0, "forward": 0.0, "backward": 0.0, "step": 0.0}
+    """GPU temporaries of the non-DeepSpeed settings, by phase {forward, backward, step}; "load":
+    what loading the model holds on the GPU at once before training's own setup (a peak of its
+    own, not added to the setup phase's states)."""
+    t = {"load": 0.0, "forward": 0.0, "backward": 0.0, "step": 0.0}
     if shape is not None and s.quantization != "none":
         # bitsandbytes MatMul4Bit / MatMul8bitLt dequantize the weight of the running linear to
         # the compute dtype in forward and again in backward (F.dequantize_4bit(B, state))
@@ -318,8 +320,8 @@ def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, p
         t["backward"] += p * (trainable - emb)
     if s.framework == "deepspeed" and s.zero_stage == 3 and not s.zero3_init:
         # without zero.Init every rank builds the whole model in the compute dtype on its GPU
-        # before DeepSpeed partitions it
-        t["setup"] += max(0.0, p * total - ms.params)
+        # before DeepSpeed partitions it (and only then allocates the optimizer's partitions)
+        t["load"] = p * total
     if s.framework != "deepspeed" and not (s.framework in ("fsdp", "fsdp2") and s.fsdp_offload):
         shard = n if s.framework in ("fsdp", "fsdp2") else 1
         adam_like = s.optimizer in ("adamw", "paged_adamw_32bit")

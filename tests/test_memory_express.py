@@ -392,3 +392,12 @@ def test_framework_defaults_match_the_installed_frameworks():
                               capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert json.loads(proc.stdout.strip().splitlines()[-1]) == expected[stack]
+
+
+def test_flash_attention_keeps_no_square_mask_under_checkpointing():
+    """transformers' flash_attention_mask returns None or the 2D padding mask: no b*s*s tensor."""
+    s = 16384
+    kw = dict(model="Llama-3-8B", seq_len=s, gradient_checkpointing=True, framework="torch", gpu="H200")
+    sdpa = phase(estimate(Setup(**kw, attn_implementation="sdpa")), "forward")["activations"]
+    fa2 = phase(estimate(Setup(**kw, attn_implementation="flash_attention_2")), "forward")["activations"]
+    assert sdpa - fa2 == s * s

@@ -177,8 +177,10 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
     if gradient_checkpointing:
         # transformers checkpoints each decoder layer (torch.utils.checkpoint, non-reentrant):
         # only its input hidden state stays; the traces also show a b*s*s bool causal mask
-        # materialised for the checkpointed layers.
-        saved_layers = (L - (1 if lora_rank else 0)) * p * h * T + b * seq_len * seq_len
+        # materialised for the checkpointed layers. FlashAttention-2 gets no such mask
+        # (transformers masking_utils.flash_attention_mask: None, or the 2D padding mask).
+        mask = 0 if attn == "flash_attention_2" else b * seq_len * seq_len
+        saved_layers = (L - (1 if lora_rank else 0)) * p * h * T + mask
         recompute = layer_saved
     else:
         saved_layers = first_layer * T + (L - 1) * layer_saved

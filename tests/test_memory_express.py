@@ -401,3 +401,10 @@ def test_flash_attention_keeps_no_square_mask_under_checkpointing():
     sdpa = phase(estimate(Setup(**kw, attn_implementation="sdpa")), "forward")["activations"]
     fa2 = phase(estimate(Setup(**kw, attn_implementation="flash_attention_2")), "forward")["activations"]
     assert sdpa - fa2 == s * s
+
+
+def test_a_missing_deepspeed_file_named_by_a_trainer_config_is_an_error(tmp_path):
+    p = tmp_path / "lf.yaml"
+    p.write_text("stage: sft\nfinetuning_type: full\ntemplate: qwen\ndeepspeed: nowhere/ds_z3.json\n")
+    proc = _cli("--config", str(p), "--model", "Qwen2.5-7B")
+    assert proc.returncode == 2 and f"{p}:4:1: deepspeed:" in proc.stderr and "not found" in proc.stderr

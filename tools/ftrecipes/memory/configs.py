@@ -267,10 +267,28 @@ def read(paths) -> tuple[dict, dict]:
         else:
             raise UserError(f"not expressible in the memory model: a {cfg.kind} file "
                             f"(known: deepspeed, {', '.join(_MAPPERS)})", path=path)
-        queue += [(ref, True) for ref in lint.references(cfg)]
+        queue += [(ref, True) for ref in lint.references(cfg)] + _deepspeed_from_cwd(cfg, lint.references(cfg))
     if ds and out.get("framework") not in (None, "deepspeed"):
         out["framework"] = "deepspeed"
     return ds, out
+
+
+def _deepspeed_from_cwd(cfg, found) -> list:
+    """A trainer file's `deepspeed:` path that lint's references() (relative to the file) did not
+    find: the trainers resolve it from the working directory (LLaMA-Factory's examples say
+    `deepspeed: examples/deepspeed/ds_z3_config.json`); missing in both places is an error rather
+    than an estimate without the DeepSpeed settings."""
+    import os
+
+    data = cfg.data if isinstance(cfg.data, dict) else {}
+    name = data.get("deepspeed") if cfg.kind in ("llamafactory", "trl") else None
+    if not isinstance(name, str) or not name or found:
+        return []
+    if os.path.isfile(name):
+        return [(name, True)]
+    line, col = cfg.doc.where(("deepspeed",))
+    raise UserError(f"DeepSpeed config {name!r} not found (relative to this file or the working directory)",
+                    path=cfg.path, line=line, column=col, key="deepspeed")
 
 
 def _field_types():

@@ -408,3 +408,22 @@ def test_a_missing_deepspeed_file_named_by_a_trainer_config_is_an_error(tmp_path
     p.write_text("stage: sft\nfinetuning_type: full\ntemplate: qwen\ndeepspeed: nowhere/ds_z3.json\n")
     proc = _cli("--config", str(p), "--model", "Qwen2.5-7B")
     assert proc.returncode == 2 and f"{p}:4:1: deepspeed:" in proc.stderr and "not found" in proc.stderr
+
+
+def test_trl_loads_fp32_weights_unless_told_otherwise(tmp_path):
+    """TRL 1.x ModelConfig.dtype and create_model_from_path default to float32: full fine-tuning
+    then holds fp32 weights, gradients and AdamW states (16 bytes a parameter) under bf16 autocast;
+    `dtype: bfloat16` makes it pure bf16 (8 bytes). A LoRA base loaded in fp32 is 4 bytes a weight."""
+    psi = QWEN.param_count()
+    for dtype_line, per_param in (("", 16), ("dtype: bfloat16\n", 8)):
+        p = tmp_path / "sft.yaml"
+        p.write_text("model_name_or_path: Qwen/Qwen2.5-7B\noutput_dir: o\nbf16: true\n" + dtype_line)
+        _ds, f = read([str(p)])
+        r = estimate(Setup(**{k: v for k, v in f.items() if k != "trainer"}, trainer="trl", gpu="H200"))
+        step = phase(r, "step")
+        big = 2 * (per_param // 8) * 2 * QWEN.vocab_size * QWEN.hidden_size  # AdamW's sqrt temporaries
+        assert step["params"] + step["grads"] + step["optimizer"] - big == pytest.approx(per_param * psi, rel=1e-3)
+    lora32 = estimate(Setup(model="Qwen2.5-7B", lora_rank=8, framework="torch", load_dtype="fp32"))
+    lora16 = estimate(Setup(model="Qwen2.5-7B", lora_rank=8, framework="torch"))
+    frozen = QWEN.param_count()
+    assert phase(lora32, "setup")["params"] - phase(lora16, "setup")["params"] == pytest.approx(2 * frozen, rel=1e-9)

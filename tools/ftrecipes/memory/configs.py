@@ -32,11 +32,12 @@ _LF_ATTN = {"auto": "sdpa", "sdpa": "sdpa", "fa2": "flash_attention_2", "fa3": "
 # PEFT's default LoRA targets when none are named (peft/utils/constants.py
 # TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: llama, mistral, qwen2 -> q_proj, v_proj)
 _PEFT_DEFAULT_TARGETS = "q_proj,v_proj"
+_TORCH_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "auto": ""}
 _LF_STAGE = {"sft": "sft", "pt": "sft", "rm": "sft", "dpo": "dpo", "kto": "dpo"}
 
 # Setup fields a recipe does not render but `estimate NAME --set` may change (what-if keys)
 MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "loss_kernel", "modules_to_save",
-               "framework", "fsdp_offload", "zero3_init", "image_slices", "adapter_fp32", "trainer")
+               "framework", "fsdp_offload", "zero3_init", "image_slices", "adapter_fp32", "trainer", "load_dtype")
 
 
 class _File:
@@ -170,6 +171,12 @@ def from_trl(f: _File) -> dict:
         out["double_quant"] = bool(f.get("use_bnb_nested_quant", default=False))
     if f.get("use_liger_kernel") is True:
         out["loss_kernel"] = "liger"
+    # ModelConfig.dtype (default "float32") or SFTConfig.model_init_kwargs.dtype
+    init = f.get("model_init_kwargs") if isinstance(f.get("model_init_kwargs"), dict) else {}
+    dtype = str(f.get("dtype", "torch_dtype", default=init.get("dtype", init.get("torch_dtype", "float32"))))
+    if dtype not in _TORCH_DTYPES:
+        raise f.error("dtype", f"dtype {dtype!r}; known: {', '.join(_TORCH_DTYPES)}")
+    out["load_dtype"] = _TORCH_DTYPES[dtype]
     if method == "grpo":
         out["vllm_mode"] = f.get("vllm_mode", default="server") if f.get("use_vllm") else "none"
         util = f.get("vllm_gpu_memory_utilization")

@@ -79,6 +79,8 @@ class Setup:
     fsdp_offload: bool = False         # FSDP CPU offload of parameters, gradients and optimizer
     zero3_init: bool = True            # ZeRO-3 model built under zero.Init (false: whole model per GPU first)
     image_slices: int = 0              # VLM: image slices per sample through the vision tower
+    load_dtype: str = ""               # bf16 | fp16 | fp32: dtype the weights are loaded in without
+                                       # DeepSpeed ("": the compute precision; TRL loads fp32)
 
     def shape(self):
         return catalog.model(self.model) if self.model else None

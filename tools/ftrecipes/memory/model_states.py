@@ -234,7 +234,21 @@ def uses_master_weights(s) -> bool:
         return False
     if s.master_weights is not None:
         return bool(s.master_weights)
-    return s.framework == "deepspeed" or s.trainer == "llamafactory"
+    return s.framework == "deepspeed" or s.trainer == "llamafactory" or load_bytes(s, 2) == 4
+
+
+_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+
+def load_bytes(s, p: int) -> int:
+    """Bytes per weight as loaded: DeepSpeed casts the module to its compute dtype; otherwise the
+    from_pretrained dtype (TRL's ModelConfig / create_model_from_path default to float32, so
+    without `dtype:` a TRL run keeps fp32 weights and autocasts to bf16)."""
+    if s.framework == "deepspeed" or not s.load_dtype:
+        return p
+    if s.load_dtype not in _DTYPE_BYTES:
+        raise ValueError(f"load_dtype must be one of {', '.join(_DTYPE_BYTES)}, got {s.load_dtype!r}")
+    return _DTYPE_BYTES[s.load_dtype]
 
 
 def adapters_in_fp32(s) -> bool:
@@ -274,7 +288,8 @@ def expressed_states(s, shape, total: int, trainable: int, n: int, stage: int, p
             qn = shape.num_hidden_layers * sum(i * o for i, o in lin)
             rows = shape.num_hidden_layers * sum(o for _i, o in lin)
             dq = s.double_quant if s.double_quant is not None else s.trainer == "llamafactory"
-            frozen_bytes = p * (frozen - qn) + quantized_bytes(qn, s.quantization, double_quant=dq, rows=rows)
+            frozen_bytes = load_bytes(s, p) * (frozen - qn) + quantized_bytes(qn, s.quantization, double_quant=dq,
+                                                                             rows=rows)
     elif s.quantization != "none":
         raise ValueError("quantization needs a model shape (catalog name or config.json), not --params")
     if s.framework == "deepspeed":
@@ -282,10 +297,11 @@ def expressed_states(s, shape, total: int, trainable: int, n: int, stage: int, p
                             offload_param=offload_param, master_weights=s.precision != "fp32",
                             trainable_bytes=pt, frozen_bytes=frozen_bytes, optimizer=s.optimizer,
                             embed_trainable=embed_trainable)
-    return wrapper_model_states(framework=s.framework, frozen_bytes=p * frozen if frozen_bytes is None else frozen_bytes,
+    wb = load_bytes(s, p)
+    return wrapper_model_states(framework=s.framework, frozen_bytes=wb * frozen if frozen_bytes is None else frozen_bytes,
                                 trainable=trainable, n=n, pt=pt, optimizer=s.optimizer,
                                 fsdp_offload=s.fsdp_offload, embed_trainable=embed_trainable,
-                                saved_params=saved, saved_bytes=4 if uses_master_weights(s) else p)
+                                saved_params=saved, saved_bytes=4 if uses_master_weights(s) else wb)
 
 
 def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, pt: int,

@@ -14,6 +14,7 @@ import sys
 import pytest
 from ftrecipes.memory import Setup, estimate
 from ftrecipes.memory.catalog import GPUS, model
+from conftest import ROOT
 from ftrecipes.memory.configs import read
 
 GB = 1000 ** 3
@@ -427,3 +428,22 @@ def test_trl_loads_fp32_weights_unless_told_otherwise(tmp_path):
     lora16 = estimate(Setup(model="Qwen2.5-7B", lora_rank=8, framework="torch"))
     frozen = QWEN.param_count()
     assert phase(lora32, "setup")["params"] - phase(lora16, "setup")["params"] == pytest.approx(2 * frozen, rel=1e-9)
+
+
+@pytest.mark.parametrize("name", ["llama8b-sft-a100x1", "qwen7b-dpo-v100x8", "minicpmv-full-a100-40gx2",
+                                  "qwen7b-lora-zero2-a100x2", "qwen7b-lora-h100x8"])
+def test_a_recipes_rendered_files_estimate_like_the_recipe(name):
+    """Real material: `estimate --config` over a recipe's rendered files (launch script, trainer
+    YAML, accelerate YAML, DeepSpeed JSON) reads the settings recipe mode derives from its values.
+    The model, GPU and process count come from flags, as a user would give them (a launch script
+    does not name the card). GRPO differs by design: the recipe's seq_len is a prompt budget plus
+    max_completion_length, while its grpo.yaml caps the total at vllm_max_model_length."""
+    recipe = json.loads(_cli(name, "--json").stdout)["setup"]
+    argv = [a for f in sorted((ROOT / "recipes" / name / "rendered").iterdir()) for a in ("--config", str(f))]
+    files = json.loads(_cli(*argv, "--model", recipe["model"], "--gpu", recipe["gpu"], "--gpus", str(recipe["gpus"]),
+                            "--json").stdout)["setup"]
+    keys = ["zero_stage", "offload_optimizer", "offload_param", "precision", "micro_batch", "gradient_checkpointing",
+            "lora_rank", "method", "image_slices"] + (["seq_len"] if recipe["method"] != "grpo" else [])
+    assert {k: files[k] for k in keys} == {k: recipe[k] for k in keys}
+    if recipe["method"] == "grpo":
+        assert files["seq_len"] == 2048  # vllm_max_model_length in rendered/grpo.yaml

@@ -43,8 +43,10 @@ MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "l
 class _File:
     """One config's data with positions, so an error names file, line and key."""
 
-    def __init__(self, cfg):
-        self.cfg, self.data = cfg, cfg.data if isinstance(cfg.data, dict) else {}
+    def __init__(self, cfg, data=None, lines=None):
+        self.cfg = cfg
+        self.data = data if data is not None else (cfg.data if isinstance(cfg.data, dict) else {})
+        self.lines = lines or {}  # launch scripts: the line of each flag
 
     def get(self, *names, default=None):
         for n in names:
@@ -66,7 +68,7 @@ class _File:
         return default
 
     def error(self, key, message):
-        line, col = self.cfg.doc.where((key,))
+        line, col = (self.lines[key], None) if key in self.lines else self.cfg.doc.where((key,))
         return UserError(f"not expressible in the memory model: {message}", path=self.cfg.path, line=line,
                          column=col, key=key)
 
@@ -153,7 +155,12 @@ def from_trl(f: _File) -> dict:
         "dpo" if keys & {"beta", "max_prompt_length", "rpo_alpha", "ref_model_init_kwargs"} and "dataset_text_field" not in keys
         else "sft")
     if method == "grpo":
+        # prompt + completion; TRL 1.x has no max_prompt_length, and a vLLM engine caps the total
+        # at vllm_max_model_length
         seq = f.int("max_prompt_length", default=512) + f.int("max_completion_length", default=512)
+        cap = f.int("vllm_max_model_length") if f.get("use_vllm") is True else None
+        if cap and (cap < seq or f.get("max_prompt_length") is None):
+            seq = cap
     else:
         seq = f.int("max_length", default=1024)
     out = {"trainer": "trl", "method": method, "framework": "deepspeed" if f.get("deepspeed") else "ddp",
@@ -247,6 +254,40 @@ def from_openrlhf(f: _File) -> dict:
     return out
 
 
+def _true(v) -> bool:
+    return v is True or str(v).lower() in ("true", "1", "yes")
+
+
+def from_launch(cfg) -> dict:
+    """A torchrun / deepspeed / accelerate launch of a Hugging Face Trainer script: its
+    TrainingArguments flags (per_device_train_batch_size, gradient_checkpointing, bf16, optim)
+    and the flags QwenLM/Qwen's and OpenBMB/MiniCPM-V's finetune.py add (model_max_length,
+    use_lora / lora_r / q_lora, max_slice_nums). Both scripts' LoraArguments default lora_r to 64."""
+    from ..shellcmd import flags_after
+
+    flags: dict = {}
+    for cmd in cfg.commands:
+        # the script's command line, or a bash array of its arguments (ARGS=( --flag value ... ))
+        if any(w.endswith(".py") for w in cmd.words) or cmd.words[:1] and cmd.words[0].startswith("--"):
+            flags.update(flags_after(cmd, 0)[0])
+    out: dict = {}
+    if flags:
+        f = _File(cfg, {k: v for k, (v, _line) in flags.items()}, {k: line for k, (_v, line) in flags.items()})
+        procs, nodes = f.int("nproc_per_node", "num_gpus", "num_processes"), f.int("nnodes", "num_machines")
+        lora = _true(f.get("use_lora", default=False))
+        out.update({"micro_batch": f.int("per_device_train_batch_size"), "seq_len": f.int("model_max_length"),
+                    "gradient_checkpointing": _true(f.get("gradient_checkpointing")) if "gradient_checkpointing" in f.data else None,
+                    "precision": "bf16" if _true(f.get("bf16")) else ("fp16" if _true(f.get("fp16")) else None),
+                    "optimizer": _optimizer(f), "model": _model(f.get("model_name_or_path")),
+                    "gpus": procs * (nodes or 1) if procs else None, "nodes": nodes,
+                    "lora_rank": (f.int("lora_r", default=64) if lora else 0) if "use_lora" in f.data else None,
+                    "quantization": "4bit" if lora and _true(f.get("q_lora", default=False)) else None})
+        slices = f.int("max_slice_nums")
+        if slices:
+            out["image_slices"] = slices + 1  # the slices plus the downscaled overview image
+    return out
+
+
 _MAPPERS = {"llamafactory": from_llamafactory, "trl": from_trl, "accelerate": from_accelerate,
             "openrlhf": from_openrlhf}
 
@@ -271,6 +312,8 @@ def read(paths) -> tuple[dict, dict]:
             ds = {**ds, **cfg.data}
         elif cfg.kind in _MAPPERS:
             out.update({k: v for k, v in _MAPPERS[cfg.kind](_File(cfg)).items() if v is not None})
+        elif cfg.kind == "launch":
+            out.update({k: v for k, v in from_launch(cfg).items() if v is not None})
         else:
             raise UserError(f"not expressible in the memory model: a {cfg.kind} file "
                             f"(known: deepspeed, {', '.join(_MAPPERS)})", path=path)

@@ -447,3 +447,14 @@ def test_a_recipes_rendered_files_estimate_like_the_recipe(name):
     assert {k: files[k] for k in keys} == {k: recipe[k] for k in keys}
     if recipe["method"] == "grpo":
         assert files["seq_len"] == 2048  # vllm_max_model_length in rendered/grpo.yaml
+
+
+def test_fsdp1_lora_keeps_gradients_for_frozen_weights_fsdp2_does_not():
+    """torch FullyShardedDataParallel docs: mixing frozen and non-frozen parameters in one unit
+    (use_orig_params=True) gives higher than expected gradient memory; FSDP2 shards per parameter."""
+    kw = dict(model="Llama-2-7B", lora_rank=8, lora_target="q_proj,v_proj", gpus=2, gpu="A100-40GB")
+    f1 = estimate(Setup(**kw, framework="fsdp"))
+    f2 = estimate(Setup(**kw, framework="fsdp2"))
+    shape = model("Llama-2-7B")
+    frozen_in_layers = shape.num_hidden_layers * shape.layer_params()
+    assert phase(f1, "step")["grads"] - phase(f2, "step")["grads"] == pytest.approx(2 * frozen_in_layers / 2, rel=1e-9)

@@ -150,7 +150,8 @@ def optimizer_states(optimizer: str, trainable: float, state_bytes: int, embed_t
 
 def wrapper_model_states(*, framework: str, frozen_bytes: float, trainable: int, n: int, pt: int,
                          optimizer: str, fsdp_offload: bool = False, embed_trainable: int = 0,
-                         saved_params: int = 0, saved_bytes: int | None = None) -> ModelStates:
+                         saved_params: int = 0, saved_bytes: int | None = None,
+                         frozen_grad_bytes: float = 0.0) -> ModelStates:
     """Model states of one process under plain PyTorch ("torch"), DDP, or FSDP/FSDP2 full shard.
 
     pt: bytes of a trainable parameter as the optimizer sees it (4 with fp32 master weights:
@@ -159,6 +160,11 @@ def wrapper_model_states(*, framework: str, frozen_bytes: float, trainable: int,
     saved_params / saved_bytes: LoRA modules_to_save copies, part of `trainable`, held at
     saved_bytes each (PEFT upcasts only its adapter layers to fp32, cast_adapter_dtype, so the
     copies keep the model's dtype unless the trainer casts every trainable parameter).
+    frozen_grad_bytes: gradient FSDP1 keeps for frozen weights that share a FlatParameter with
+    trainable ones (LoRA): torch's FullyShardedDataParallel docs warn that mixing frozen and
+    non-frozen parameters in one unit (use_orig_params=True) gives "higher than expected gradient
+    memory usage": the flat gradient covers the whole unit. FSDP2 shards per parameter and
+    allocates gradients for trainable parameters only.
     - DDP (torch/nn/parallel/distributed.py): the Reducer copies gradients into flat buckets that
       cover every trainable parameter; transformers' Trainer does not set gradient_as_bucket_view,
       so those buckets are a second full copy of the gradients ("gradient_as_bucket_view ... the
@@ -172,7 +178,7 @@ def wrapper_model_states(*, framework: str, frozen_bytes: float, trainable: int,
     pm = saved_bytes or pt
     adapters = trainable - saved_params
     params = (frozen_bytes + pt * adapters + pm * saved_params) / shard
-    grads = (pt * adapters + pm * saved_params) / shard
+    grads = (pt * adapters + pm * saved_params + frozen_grad_bytes) / shard
     if saved_params:
         opt = optimizer_states(optimizer, adapters, pt) + optimizer_states(optimizer, saved_params, pm, embed_trainable)
     else:
@@ -274,6 +280,10 @@ def expressed_states(s, shape, total: int, trainable: int, n: int, stage: int, p
     frozen_bytes = None
     embed_trainable = 0
     saved = 0
+    frozen_grads = 0.0
+    if shape is not None and s.lora_rank and s.framework == "fsdp":
+        # every decoder layer (one FSDP unit) mixes frozen base weights with LoRA adapters
+        frozen_grads = load_bytes(s, p) * shape.num_hidden_layers * shape.layer_params()
     if shape is not None and s.lora_rank and s.modules_to_save:
         from .activations import modules_to_save_params
 
@@ -301,7 +311,8 @@ def expressed_states(s, shape, total: int, trainable: int, n: int, stage: int, p
     return wrapper_model_states(framework=s.framework, frozen_bytes=wb * frozen if frozen_bytes is None else frozen_bytes,
                                 trainable=trainable, n=n, pt=pt, optimizer=s.optimizer,
                                 fsdp_offload=s.fsdp_offload, embed_trainable=embed_trainable,
-                                saved_params=saved, saved_bytes=4 if uses_master_weights(s) else wb)
+                                saved_params=saved, saved_bytes=4 if uses_master_weights(s) else wb,
+                                frozen_grad_bytes=frozen_grads)
 
 
 def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, pt: int,
@@ -325,7 +336,10 @@ def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, p
         root = shape.vocab_size * shape.hidden_size * (1 if shape.tie_word_embeddings else 2)
         gathered = p * (2 * unit + root)
         t["forward"] += gathered
-        t["backward"] += gathered + p * unit
+        # the unit's unsharded gradient (reduce-scatter input): the whole flat parameter under
+        # FSDP1, only trainable parameters under FSDP2
+        unit_grad = unit if not s.lora_rank or s.framework == "fsdp" else trainable / shape.num_hidden_layers
+        t["backward"] += gathered + p * unit_grad
         # FSDP1 (FlatParameter per unit) and FSDP2 (per-parameter DTensor shards) differ here only
         # by FSDP1's padding of each flat parameter to a multiple of the world size (< n elements)
     elif shape is not None and s.framework in ("ddp", "torch") and uses_master_weights(s) and not s.lora_rank:

@@ -85,8 +85,7 @@ def main(names, check=False):
                 print(f"{r.dir / 'rendered' / name}: stale; run `ftrecipes regen {r.name}`", file=sys.stderr)
             bad += len(problems)
         elif problems:
-            atomic.write_all(r.dir / "rendered", want, force=True)
-            for extra in set(p.name for p in (r.dir / "rendered").iterdir()) - set(want):
-                (r.dir / "rendered" / extra).unlink()
+            # One swap: rendered/ holds the old set or exactly the new one, never a mix.
+            atomic.write_all(r.dir / "rendered", want, force=True, exact=True)
             print(f"{r.name}: rewrote {', '.join(problems)}", file=sys.stderr)
     return 1 if bad else 0

@@ -1,9 +1,19 @@
 """Render a recipe's templates with resolved values, and check every file produced."""
 
+import contextlib
+import copy
 import functools
+import os
+import resource
+import signal
+import stat
+import threading
+import traceback
 from pathlib import Path
 
 import jinja2
+from jinja2.loaders import split_template_path
+from jinja2.sandbox import SandboxedEnvironment, SecurityError
 
 from . import derive, formats, launch, paths, sources, versions
 from . import values as values_mod
@@ -11,29 +21,121 @@ from .errors import UserError
 from .findings import Finding
 
 
-def _search_path(template_dir):
-    # A recipe's own templates first, then the shared recipes/_lib (beside the recipe,
-    # or in the installed recipes when the recipe is a folder elsewhere).
-    out = [template_dir]
-    for root in (Path(template_dir).parent.parent, paths.recipes_dir()):
-        if (root / "_lib").is_dir() and str(root) not in out:
-            out.append(str(root))
-    return out
+# Recipe folders arrive in pull requests, so templates are untrusted code: they run in Jinja's
+# sandbox and within these bounds. Real templates are a few KiB and render in milliseconds.
+MAX_TEMPLATE_BYTES = 1024 * 1024
+MAX_OUTPUT_CHARS = 4 * 1024 * 1024  # per rendered file, and for any one string or list a template builds
+MAX_INT_BITS = 4096
+TIME_LIMIT_S = 5
+MEMORY_HEADROOM = 512 * 1024 * 1024  # address space a render may add to the process's
+
+
+class TemplateLimit(SecurityError):
+    """A template asked for more time, memory or output than any recipe needs."""
+
+
+class _Sandbox(SandboxedEnvironment):
+    """Jinja's sandbox, plus size checks on the operators that build big values.
+
+    Not the immutable variant: templates build the DeepSpeed config as a dict and update() it
+    (recipes/_lib/ds.json.j2). Each file renders from its own copy of the values, so a template
+    that mutates them cannot change what another file sees.
+    """
+
+    intercepted_binops = frozenset(["*", "**", "+"])
+
+    def call_binop(self, context, operator, left, right):
+        if operator in ("*", "+"):
+            for seq, other in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and not isinstance(other, bool):
+                    n = len(seq) * other if operator == "*" and isinstance(other, int) else len(seq) + _len(other)
+                    if n > MAX_OUTPUT_CHARS:
+                        raise TemplateLimit(f"'{operator}' would build a value of {n} items (limit {MAX_OUTPUT_CHARS})")
+        if operator in ("*", "**") and _int(left) and _int(right):
+            bits = left.bit_length() * (abs(right) if operator == "**" else 1) + (right.bit_length() if operator == "*" else 0)
+            if abs(left) > 1 and bits > MAX_INT_BITS:
+                raise TemplateLimit(f"'{operator}' would build a number over {MAX_INT_BITS} bits")
+        return super().call_binop(context, operator, left, right)
+
+
+def _defined(value):
+    # An Undefined that reaches output (one the sandbox returned for an unsafe attribute, say)
+    # raises its error here instead of being handed to a YAML or JSON writer.
+    if isinstance(value, jinja2.Undefined):
+        str(value)  # StrictUndefined: raises UndefinedError or the SecurityError it holds
+    return value
+
+
+def _int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _len(x):
+    return len(x) if isinstance(x, (str, list, tuple)) else 0
+
+
+class _RecipeLoader(jinja2.BaseLoader):
+    """Templates from the recipe's templates/ and from recipes/_lib only.
+
+    A name resolving outside its folder (a symlink pointing elsewhere) and anything but a
+    regular file are refused; files are read with a size limit.
+    """
+
+    def __init__(self, template_dir):
+        self.roots = [(Path(template_dir), "")]
+        for root in (Path(template_dir).parent.parent, paths.recipes_dir()):
+            if (root / "_lib").is_dir() and all(r != root / "_lib" for r, _ in self.roots):
+                self.roots.append((root / "_lib", "_lib/"))
+
+    def get_source(self, environment, template):
+        pieces = split_template_path(template)  # refuses '..' and empty parts
+        for root, prefix in self.roots:
+            name = "/".join(pieces)
+            if prefix:
+                if not name.startswith(prefix):
+                    continue
+                name = name[len(prefix):]
+            path = root / name
+            if not os.path.lexists(path):
+                continue
+            return self._read(root, path)
+        raise jinja2.TemplateNotFound(template)
+
+    @staticmethod
+    def _read(root, path):
+        real = os.path.realpath(path)
+        if os.path.commonpath([real, os.path.realpath(root)]) != os.path.realpath(root):
+            raise UserError(f"template resolves outside {root} (to {real}); refusing", path=path)
+        try:
+            st = os.stat(real)
+        except OSError as exc:
+            raise UserError(f"cannot read template: {exc.strerror}", path=path) from None
+        if not stat.S_ISREG(st.st_mode):
+            raise UserError("template is not a regular file; refusing", path=path)
+        text = sources.read_text(path, max_bytes=MAX_TEMPLATE_BYTES)
+        return text, str(path), lambda: _unchanged(path, st.st_mtime_ns)
+
+
+def _unchanged(path, mtime_ns):
+    try:
+        return os.stat(path).st_mtime_ns == mtime_ns
+    except OSError:
+        return False
 
 
 @functools.lru_cache(maxsize=None)
 def _environment(template_dir, fmt_name):
     fmt = formats.get(fmt_name)
-    env = jinja2.Environment(
+    env = _Sandbox(
         # recipes/_lib holds templates shared by recipes (the DeepSpeed config).
-        loader=jinja2.FileSystemLoader(_search_path(template_dir)),
+        loader=_RecipeLoader(template_dir),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
         # Every {{ }} goes through the format's writer: values stay data.
-        finalize=fmt.emit,
+        finalize=lambda value: fmt.emit(_defined(value)),
     )
     env.filters["json"] = formats.json_document
     env.filters["shell_words"] = lambda items: formats.Raw(" ".join(fmt.emit(i) for i in items))
@@ -82,13 +184,19 @@ def render_file(recipe, rfile, context, overrides=None):
     fmt = formats.get(rfile.format)
     env = _environment(str(recipe.dir / "templates"), fmt.name)
     template = rfile.template_for(context.get("framework_versions", {}))
+    top = recipe.dir / "templates" / template
     try:
-        text = env.get_template(template).render(context)
-    except jinja2.UndefinedError as exc:
-        raise UserError(f"template uses an undefined value: {exc.message}", path=recipe.dir / "templates" / template) from None
-    except jinja2.TemplateError as exc:
-        line = getattr(exc, "lineno", None)
-        raise UserError(f"template error: {exc}", path=recipe.dir / "templates" / template, line=line) from None
+        with _bounded():
+            text = _generate(env.get_template(template), copy.deepcopy(context))
+    except jinja2.TemplateSyntaxError as exc:
+        raise UserError(f"template error: {exc.message}", path=exc.filename or top, line=exc.lineno) from None
+    except (jinja2.TemplateError, OverflowError, MemoryError, RecursionError) as exc:
+        path, line = _where(exc, top)
+        what = "undefined value" if isinstance(exc, jinja2.UndefinedError) else "refused" if isinstance(exc, SecurityError) else "error"
+        message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        if isinstance(exc, (OverflowError, MemoryError, RecursionError)):
+            what, message = "refused", f"{type(exc).__name__}: {message}"
+        raise UserError(f"template {what}: {message}", path=path, line=line) from None
     except ValueError as exc:
         raise UserError(f"cannot write a value into {rfile.name}: {exc}") from None
     text = _normalise(text)
@@ -99,6 +207,64 @@ def render_file(recipe, rfile, context, overrides=None):
         else:
             text = _header(recipe, overrides, fmt) + text
     return text
+
+
+def _generate(template, context):
+    out, size = [], 0
+    for chunk in template.generate(context):
+        size += len(chunk)
+        if size > MAX_OUTPUT_CHARS:
+            raise TemplateLimit(f"output over {MAX_OUTPUT_CHARS} characters")
+        out.append(chunk)
+    return "".join(out)
+
+
+def _where(exc, top):
+    """(template file, line) of the innermost template frame of exc's traceback."""
+    found = (top, None)
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        name = frame.f_code.co_filename
+        if name.endswith((".j2", ".jinja")) or name == str(top):
+            found = (name, line)
+    return found
+
+
+@contextlib.contextmanager
+def _bounded():
+    """Time and address-space limits while a template runs (main thread only, where signals work).
+
+    A loop that emits nothing is stopped by the clock; a value built by concatenation in a loop
+    (no operator we can intercept) by the address-space limit, as a MemoryError.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum, frame):
+        raise TemplateLimit(f"rendering took over {TIME_LIMIT_S} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    old_timer = signal.setitimer(signal.ITIMER_REAL, TIME_LIMIT_S)
+    old_as = resource.getrlimit(resource.RLIMIT_AS)
+    cap = _address_space() + MEMORY_HEADROOM
+    limited = (old_as[0] == resource.RLIM_INFINITY or cap < old_as[0]) and (old_as[1] == resource.RLIM_INFINITY or cap <= old_as[1])
+    if limited:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, old_as[1]))
+    try:
+        yield
+    finally:
+        if limited:
+            resource.setrlimit(resource.RLIMIT_AS, old_as)
+        signal.setitimer(signal.ITIMER_REAL, *old_timer)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _address_space():
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[0]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):
+        return 1 << 62
 
 
 def check_output(rfile, text, label, framework_versions=None):

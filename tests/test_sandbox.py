@@ -7,8 +7,10 @@ renders it through the CLI. The escapes are the classic server-side template inj
 if it got out, would create a marker file, so "nothing executed" is checked, not assumed.
 """
 
+import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -165,3 +167,93 @@ def test_real_recipes_still_render_identically():
 
     for name in recipe.names():
         assert regen.stale(recipe.load(name)) == [], name
+
+
+# ------------------------------------------------------------------ values.schema.json
+
+
+def _schema_with(folder, edit):
+    path = folder / "values.schema.json"
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    return path
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Record (and block) every attempt to open a network connection in this process."""
+    attempts = []
+
+    def refuse(self, address, *a, **kw):
+        attempts.append(address)
+        raise OSError("network blocked by test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **kw: attempts.append(a) or (_ for _ in ()).throw(OSError("blocked")))
+    return attempts
+
+
+@pytest.mark.parametrize("ref", [
+    "https://example.com/evil.schema.json",
+    "http://169.254.169.254/latest/meta-data/",
+    "file:///etc/passwd",
+    "https://ftrecipes.dev/schemas/../../../../etc/passwd",
+    "https://ftrecipes.dev/schemas/%2e%2e/%2e%2e/etc/passwd",
+    "../../../etc/passwd",
+    "other.schema.json#/$defs/x",
+])
+def test_non_local_refs_are_refused_without_network(run_cli, hostile, no_network, ref):
+    folder, _ = hostile
+    path = _schema_with(folder, lambda d: d["properties"].update({"seq_len": {"$ref": ref}}))
+    code, out, err = run_cli("render", str(folder))
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1, err
+    assert f"{path}:" in lines[0] and "properties.seq_len.$ref" in lines[0] and "nothing is fetched" in lines[0]
+    line = int(lines[0].split(f"{path}:")[1].split(":")[0])
+    assert '"$ref"' in path.read_text().splitlines()[line - 1]
+    assert no_network == []
+
+
+@pytest.mark.parametrize("name, edit, needle", [
+    ("dangling local ref", lambda d: d["properties"].update({"seq_len": {"$ref": "#/$defs/nowhere"}}), "points to nothing"),
+    ("unknown shared schema", lambda d: d["properties"].update({"seq_len": {"$ref": "https://ftrecipes.dev/schemas/nope.schema.json"}}), "nothing is fetched"),
+    ("bad type keyword", lambda d: d["properties"].update({"seq_len": {"type": "banana"}}), "not a valid JSON Schema"),
+    ("bad minimum", lambda d: d["properties"].update({"seq_len": {"minimum": "one"}}), "not a valid JSON Schema"),
+    ("ref loop", lambda d: d["properties"].update({"seq_len": {"$ref": "#/properties/seq_len"}}), "$ref loop"),
+    ("indirect loop", lambda d: d.update({"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/b"}]}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}}}), "$ref loop"),
+    ("root loop", lambda d: d.update({"not": {"$ref": "#"}}), "$ref loop"),
+])
+def test_broken_values_schemas_are_one_line(run_cli, hostile, no_network, name, edit, needle):
+    folder, _ = hostile
+    path = _schema_with(folder, edit)
+    code, out, err = run_cli("render", str(folder))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and str(path) in lines[0] and needle in lines[0], err
+    assert no_network == []
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("[]\n", "must be a JSON object"),
+    ('{"properties": {"a": ' * 100 + "{}" + "}}" * 100 + "\n", "nested more than"),
+    ('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}\n", "deep"),
+    ('{"description": "' + "x" * (2 * 1024 * 1024) + '"}\n', "larger than"),
+])
+def test_hostile_schema_files_are_bounded(run_cli, hostile, text, needle):
+    folder, _ = hostile
+    (folder / "values.schema.json").write_text(text)
+    start = time.monotonic()
+    code, _, err = run_cli("render", str(folder))
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err[:300]
+    assert time.monotonic() - start < 2
+
+
+def test_recursion_through_a_smaller_value_is_not_a_loop(run_cli, hostile):
+    """A schema may refer to itself for nested parts of the value (a tree); only a cycle that
+    applies to the same value is refused."""
+    folder, _ = hostile
+    _schema_with(folder, lambda d: d.update({"$defs": {**d.get("$defs", {}), "tree": {
+        "type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/tree"}}}}}}))
+    code, out, err = run_cli("render", str(folder))
+    assert code == 0, err

@@ -1,7 +1,6 @@
 """A recipe on disk: recipe.yaml, values.schema.json, templates/, rendered/."""
 
 import functools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,10 +59,7 @@ class Recipe:
 
     @functools.cached_property
     def values_schema(self):
-        try:
-            return json.loads(self.values_schema_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise UserError(f"cannot load values schema: {exc}", path=self.values_schema_path) from None
+        return schemas.load_recipe_schema(self.values_schema_path)
 
     def file(self, name):
         for f in self.files:

@@ -6,7 +6,9 @@ import functools
 import json
 
 from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 from referencing import Registry, Resource
+from referencing.exceptions import Unresolvable
 
 from . import paths
 from .errors import UserError
@@ -21,12 +23,121 @@ def _load(path):
         return json.load(fh)
 
 
+_SCHEMA_FILE = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\.json")
+MAX_RECIPE_SCHEMA_BYTES = 1024 * 1024
+MAX_RECIPE_SCHEMA_DEPTH = 40  # the shipped values schemas nest 6 levels; jsonschema recurses per level
+# $id and $schema only name things (nothing resolves to them from outside), so any value is fine.
+_REF_KEYS = ("$ref", "$dynamicRef")
+
+
 def _retrieve(uri):
     # Schemas are found by their $id: https://ftrecipes.dev/schemas/<file name>.
     # Loading on demand keeps `render` from parsing half a megabyte of schemas it doesn't use.
-    if not uri.startswith(SCHEMA_BASE):
+    # Only a plain file name of schemas/ is looked up: never a path, never the network.
+    name = uri[len(SCHEMA_BASE):] if uri.startswith(SCHEMA_BASE) else ""
+    if not _SCHEMA_FILE.fullmatch(name) or not (paths.schemas_dir() / name).is_file():
         raise LookupError(f"unknown schema {uri}")
-    return Resource.from_contents(_load(str(paths.schemas_dir() / uri[len(SCHEMA_BASE):])))
+    return Resource.from_contents(_load(str(paths.schemas_dir() / name)))
+
+
+def load_recipe_schema(path):
+    """A recipe's values.schema.json, which arrives in pull requests: read with limits, checked
+    to be a JSON Schema whose references stay inside the file or our own schemas/."""
+    from . import sources
+
+    doc = sources.parse_json(sources.read_text(path, max_bytes=MAX_RECIPE_SCHEMA_BYTES), str(path))
+    if not isinstance(doc.data, dict):
+        raise UserError("a values schema must be a JSON object", path=path, line=1, column=1)
+    refs = []
+    _check_refs(doc, doc.data, (), refs)
+    try:
+        Draft202012Validator.check_schema(doc.data)
+    except SchemaError as exc:
+        line, col = doc.where(tuple(exc.absolute_path))
+        key = _dotted(tuple(exc.absolute_path))
+        raise UserError(f"not a valid JSON Schema: {exc.message}", path=path, line=line, column=col, key=key) from None
+    resolver = validator(doc.data)._resolver
+    for at, ref in refs:
+        try:
+            resolver.lookup(ref)
+        except (Unresolvable, LookupError) as exc:
+            line, col = doc.where(at)
+            raise UserError(f"{at[-1]} {ref!r} points to nothing ({type(exc).__name__})", path=path, line=line, column=col, key=_dotted(at)) from None
+    _refuse_ref_loops(doc, resolver)
+    return doc.data
+
+
+# Keywords whose subschemas apply to the same instance: a cycle through them (and $ref) never
+# reaches a smaller part of the value, so validation would recurse until the stack runs out.
+_IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "$ref", "$dynamicRef")
+
+
+def _refuse_ref_loops(doc, resolver):
+    nodes = {}  # id(schema dict) -> (dict, path)
+    stack = [(doc.data, ())]
+    while stack:
+        node, at = stack.pop()
+        if isinstance(node, dict):
+            nodes[id(node)] = (node, at)
+        children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        stack.extend((v, at + (k,)) for k, v in children)
+
+    def edges(node):
+        for key in _IN_PLACE:
+            value = node.get(key)
+            if key in _REF_KEYS and isinstance(value, str):
+                yield resolver.lookup(value).contents
+            elif isinstance(value, list):
+                yield from value
+            elif isinstance(value, dict):
+                yield from (value.values() if key == "dependentSchemas" else (value,))
+
+    state = {}  # id -> 1 on the current path, 2 done
+    for start in list(nodes):
+        if start in state:
+            continue
+        path = [(start, edges(nodes[start][0]))]
+        state[start] = 1
+        while path:
+            current, it = path[-1]
+            nxt = next((c for c in it if isinstance(c, dict)), None)
+            if nxt is None:
+                state[current] = 2
+                path.pop()
+            elif state.get(id(nxt)) == 1:
+                line, col = doc.where(nodes[current][1])
+                raise UserError("$ref loop: this schema applies itself to the same value without end", path=doc.path,
+                                line=line, column=col, key=_dotted(nodes[current][1]))
+            elif id(nxt) not in state and id(nxt) in nodes:
+                state[id(nxt)] = 1
+                path.append((id(nxt), edges(nxt)))
+
+
+def _check_refs(doc, node, at, refs):
+    if len(at) > MAX_RECIPE_SCHEMA_DEPTH:
+        line, col = doc.where(at)
+        raise UserError(f"nested more than {MAX_RECIPE_SCHEMA_DEPTH} levels deep", path=doc.path, line=line, column=col)
+    if isinstance(node, list):
+        for i, item in enumerate(node):
+            _check_refs(doc, item, at + (i,), refs)
+        return
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if key in _REF_KEYS and isinstance(value, str) and not _local_ref(key, value):
+            line, col = doc.where(at + (key,))
+            raise UserError(f"{key} {value!r}: only references inside this file (#...) or to {SCHEMA_BASE}<file>.json are allowed; "
+                            "nothing is fetched", path=doc.path, line=line, column=col, key=_dotted(at + (key,)))
+        if key in _REF_KEYS and isinstance(value, str):
+            refs.append((at + (key,), value))
+        _check_refs(doc, value, at + (key,), refs)
+
+
+def _local_ref(key, value):
+    if value.startswith("#"):
+        return True
+    name = value[len(SCHEMA_BASE):].partition("#")[0] if value.startswith(SCHEMA_BASE) else ""
+    return bool(_SCHEMA_FILE.fullmatch(name)) and (paths.schemas_dir() / name).is_file()
 
 
 @functools.lru_cache(maxsize=1)
@@ -123,8 +234,12 @@ def check(doc, schema, unknown_note=""):
     v = validator(schema)
     ignored_by = f" ({unknown_note})" if unknown_note else ""
     findings = []
-    for err in v.iter_errors(doc.data):
-        findings.extend(_findings(v, err, doc, ignored_by))
+    try:
+        for err in v.iter_errors(doc.data):
+            findings.extend(_findings(v, err, doc, ignored_by))
+    except RecursionError:
+        # Only a recipe's own values schema can do this ({"$ref": "#"} and other loops).
+        raise UserError("the values schema refers to itself without end ($ref loop); cannot check", path=doc.path) from None
     unique = {f.sort_key(): f for f in findings}
     return sorted(unique.values(), key=Finding.sort_key)
 

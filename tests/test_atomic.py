@@ -413,3 +413,29 @@ def test_unencodable_text_is_a_clean_error(tmp_path):
     with pytest.raises(UserError, match="cannot write"):
         atomic.write_one(tmp_path / "a.txt", "bad \ud800\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_regen_killed_at_every_event_leaves_rendered_old_or_new(tmp_path):
+    import shutil
+
+    from ftrecipes import regen
+
+    src = recipe.load(NAME).dir
+    fresh = _tree(src / "rendered")
+    dst = tmp_path / NAME
+    shutil.copytree(src, dst)
+    regen.main([str(dst)], check=True)  # warm caches (and the memory estimate) before forking
+    for n in range(1, 300):
+        shutil.rmtree(dst / "rendered")
+        shutil.copytree(src / "rendered", dst / "rendered")
+        (dst / "rendered" / "ds.json").write_text("{}\n")
+        (dst / "rendered" / "left-over.yaml").write_text("x: 1\n")
+        old = _tree(dst / "rendered")
+        status = _in_child(lambda: regen.main([str(dst)]), kill_at=n)
+        assert _tree(dst / "rendered") in (old, fresh), f"event {n}"
+        if os.WIFEXITED(status):
+            assert os.WEXITSTATUS(status) == 0 and _tree(dst / "rendered") == fresh
+            atomic.write_one(dst / "x.txt", "x\n")
+            assert _staging_left(dst) == []
+            return
+    raise AssertionError("regen never completed")

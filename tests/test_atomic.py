@@ -286,7 +286,7 @@ def test_file_where_a_folder_should_be(run_cli, tmp_path):
     code, _, err = run_cli("render", NAME, "-o", str(tmp_path / "f" / "run"))
     assert code == 2 and len(err.strip().splitlines()) == 1
     code, _, err = run_cli("render", NAME, "-o", str(tmp_path / "f"))
-    assert code == 2 and "not a folder" in err
+    assert code == 2 and "not a directory" in err
     assert (tmp_path / "f").read_text() == "x\n"
 
 

@@ -177,13 +177,13 @@ def _parent_of(path):
     try:
         st = os.stat(parent)
     except FileNotFoundError:
-        raise UserError("folder does not exist", path=parent) from None
+        raise UserError("directory does not exist", path=parent) from None
     except NotADirectoryError:
-        raise UserError("a path component is a file, not a folder", path=parent) from None
+        raise UserError("a path component is a file, not a directory", path=parent) from None
     except OSError as exc:
         raise UserError(f"cannot use folder: {exc.strerror}", path=parent) from None
     if not stat.S_ISDIR(st.st_mode):
-        raise UserError("is a file, not a folder", path=parent)
+        raise UserError("is a file, not a directory", path=parent)
     return parent
 
 
@@ -240,6 +240,8 @@ def write_all(directory, files, force=False, exact=False):
     directory ends up holding exactly the files given. Returns the paths written.
     """
     directory = _resolve_target(Path(os.path.abspath(directory)))
+    if not directory.name:
+        raise UserError("cannot replace the root folder; name a folder inside it", path=directory)
     created = _make_parents(directory.parent)
     staged = directory.parent / f".{directory.name}.ftrecipes-{os.getpid()}-new"
     try:
@@ -291,7 +293,7 @@ def _resolve_target(directory):
     # files live, and the link keeps pointing at them.
     if directory.is_symlink():
         if not directory.is_dir():
-            raise UserError("is a symbolic link to something that is not a folder", path=directory)
+            raise UserError("is a symbolic link to something that is not a directory", path=directory)
         return Path(os.path.realpath(directory))
     return directory
 
@@ -306,7 +308,7 @@ def _swap(parent_fd, directory, staged, files, force, exact):
         _rename(parent_fd, staged.name, name, _RENAME_NOREPLACE)
         return
     if not stat.S_ISDIR(st.st_mode):
-        raise UserError(f"exists and is {_kind(st.st_mode)}, not a folder", path=directory)
+        raise UserError(f"exists and is {_kind(st.st_mode)}, not a directory", path=directory)
     _check_clashes(directory, files, force)
     if not exact:
         _carry_over(directory, staged, set(files))

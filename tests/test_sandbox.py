@@ -257,3 +257,18 @@ def test_recursion_through_a_smaller_value_is_not_a_loop(run_cli, hostile):
         "type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/tree"}}}}}}))
     code, out, err = run_cli("render", str(folder))
     assert code == 0, err
+
+
+@pytest.mark.parametrize("expr, needle", [
+    ("'a' * 'b'", "TypeError"),
+    ("1 / 0", "ZeroDivisionError"),
+    ("1 + 'a'", "TypeError"),
+    ("'{'.format()", "Single '{'"),
+    ("version_in('nosuchframework', '>=1')", "no version of nosuchframework"),
+])
+def test_python_errors_in_templates_are_one_line(run_cli, hostile, expr, needle):
+    folder, put = hostile
+    put("compute_environment: LOCAL_MACHINE\nx: {{ " + expr + " }}\n")
+    code, _, err = _render(run_cli, folder)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and f"{TEMPLATE}:2:" in lines[0] and needle in lines[0], err

@@ -188,17 +188,13 @@ def render_file(recipe, rfile, context, overrides=None):
     try:
         with _bounded():
             text = _generate(env.get_template(template), copy.deepcopy(context))
+    except UserError:
+        raise
     except jinja2.TemplateSyntaxError as exc:
         raise UserError(f"template error: {exc.message}", path=exc.filename or top, line=exc.lineno) from None
-    except (jinja2.TemplateError, OverflowError, MemoryError, RecursionError) as exc:
+    except Exception as exc:  # templates are untrusted code: whatever they raise is the recipe's fault
         path, line = _where(exc, top)
-        what = "undefined value" if isinstance(exc, jinja2.UndefinedError) else "refused" if isinstance(exc, SecurityError) else "error"
-        message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-        if isinstance(exc, (OverflowError, MemoryError, RecursionError)):
-            what, message = "refused", f"{type(exc).__name__}: {message}"
-        raise UserError(f"template {what}: {message}", path=path, line=line) from None
-    except ValueError as exc:
-        raise UserError(f"cannot write a value into {rfile.name}: {exc}") from None
+        raise UserError(_failure(exc, rfile), path=path, line=line) from None
     text = _normalise(text)
     if fmt.comment:
         if text.startswith("#!"):
@@ -207,6 +203,22 @@ def render_file(recipe, rfile, context, overrides=None):
         else:
             text = _header(recipe, overrides, fmt) + text
     return text
+
+
+def _failure(exc, rfile):
+    """One line saying why a template failed, by what kind of failure it was."""
+    text = getattr(exc, "message", None) or str(exc)
+    if isinstance(exc, jinja2.UndefinedError):
+        return f"template undefined value: {text}"
+    if isinstance(exc, SecurityError):
+        return f"template refused: {text}"
+    if isinstance(exc, (OverflowError, MemoryError, RecursionError)):
+        return f"template refused: {type(exc).__name__}: {text or 'too large'}"
+    if isinstance(exc, jinja2.TemplateError):
+        return f"template error: {text}"
+    if isinstance(exc, ValueError):
+        return f"cannot write a value into {rfile.name}: {text}"
+    return f"template error: {type(exc).__name__}: {text}"
 
 
 def _generate(template, context):

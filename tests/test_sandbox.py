@@ -272,3 +272,11 @@ def test_python_errors_in_templates_are_one_line(run_cli, hostile, expr, needle)
     code, _, err = _render(run_cli, folder)
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and f"{TEMPLATE}:2:" in lines[0] and needle in lines[0], err
+
+
+def test_templates_folder_linked_elsewhere_is_refused(run_cli, hostile, tmp_path):
+    folder, _ = hostile
+    shutil.move(folder / "templates", tmp_path / "elsewhere")
+    os.symlink(tmp_path / "elsewhere", folder / "templates")
+    code, _, err = _render(run_cli, folder)
+    assert code == 2 and "outside" in err and len(err.strip().splitlines()) == 1, err

@@ -103,8 +103,10 @@ class _RecipeLoader(jinja2.BaseLoader):
 
     @staticmethod
     def _read(root, path):
+        # The folder itself must not be a link elsewhere (templates -> /etc), nor the file.
+        home = os.path.join(os.path.realpath(root.parent), root.name)
         real = os.path.realpath(path)
-        if os.path.commonpath([real, os.path.realpath(root)]) != os.path.realpath(root):
+        if os.path.realpath(root) != home or os.path.commonpath([real, home]) != home:
             raise UserError(f"template resolves outside {root} (to {real}); refusing", path=path)
         try:
             st = os.stat(real)

@@ -99,7 +99,9 @@ def _clean_stale(parent_fd, parent):
         if not m or int(m["pid"]) == os.getpid() or _pid_alive(int(m["pid"])):
             continue
         if m["kind"] == "old" and not _lexists(parent_fd, m["name"]):
-            os.rename(entry, m["name"], src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
+            # Gone already (another cleaner got there first) is as good as put back.
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(entry, m["name"], src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
             continue
         _remove_tree(parent / entry)
 

@@ -439,3 +439,10 @@ def test_regen_killed_at_every_event_leaves_rendered_old_or_new(tmp_path):
             assert _staging_left(dst) == []
             return
     raise AssertionError("regen never completed")
+
+
+@pytest.mark.parametrize("name", ["..", ".", "../escape.sh", "a/b", ""])
+def test_file_names_must_be_plain(tmp_path, name):
+    with pytest.raises(UserError, match="not a plain file name"):
+        atomic.write_all(tmp_path / "out", {name: ("x\n", False)})
+    assert list(tmp_path.iterdir()) == []

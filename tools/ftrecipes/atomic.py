@@ -244,6 +244,10 @@ def write_all(directory, files, force=False, exact=False):
     directory = _resolve_target(Path(os.path.abspath(directory)))
     if not directory.name:
         raise UserError("cannot replace the root folder; name a folder inside it", path=directory)
+    for name in files:
+        # Names come from recipe.yaml, which arrives in pull requests: one plain name each.
+        if name in ("", ".", "..") or "/" in name or "\0" in name:
+            raise UserError(f"file name {name!r} is not a plain file name", path=directory)
     created = _make_parents(directory.parent)
     staged = directory.parent / f".{directory.name}.ftrecipes-{os.getpid()}-new"
     try:

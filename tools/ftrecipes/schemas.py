@@ -57,13 +57,16 @@ def load_recipe_schema(path):
         key = _dotted(tuple(exc.absolute_path))
         raise UserError(f"not a valid JSON Schema: {exc.message}", path=path, line=line, column=col, key=key) from None
     resolver = validator(doc.data)._resolver
+    targets = {}  # ref -> the schema it names; a lookup re-crawls the registry, so once per ref
     for at, ref in refs:
+        if ref in targets:
+            continue
         try:
-            resolver.lookup(ref)
+            targets[ref] = resolver.lookup(ref).contents
         except (Unresolvable, LookupError) as exc:
             line, col = doc.where(at)
             raise UserError(f"{at[-1]} {ref!r} points to nothing ({type(exc).__name__})", path=path, line=line, column=col, key=_dotted(at)) from None
-    _refuse_ref_loops(doc, resolver)
+    _refuse_ref_loops(doc, targets)
     return doc.data
 
 
@@ -72,7 +75,7 @@ def load_recipe_schema(path):
 _IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "$ref", "$dynamicRef")
 
 
-def _refuse_ref_loops(doc, resolver):
+def _refuse_ref_loops(doc, targets):
     nodes = {}  # id(schema dict) -> (dict, path)
     stack = [(doc.data, ())]
     while stack:
@@ -86,7 +89,7 @@ def _refuse_ref_loops(doc, resolver):
         for key in _IN_PLACE:
             value = node.get(key)
             if key in _REF_KEYS and isinstance(value, str):
-                yield resolver.lookup(value).contents
+                yield targets[value]
             elif isinstance(value, list):
                 yield from value
             elif isinstance(value, dict):

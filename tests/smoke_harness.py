@@ -116,3 +116,43 @@ def assert_engine(records, ds, world_size, lora, gradient_checkpointing=None, mi
         steps = [r for r in recs if r["event"] == "step"]
         assert len(steps) >= min_steps, f"rank {rank}: {len(steps)} optimizer steps"
     return records
+
+
+def native_cpu_fp16(stack):
+    """DeepSpeed's own answer to "fp16 on this CPU?": its CPU accelerator asks oneDNN (0.19.8)."""
+    code = "import torch; print(bool(torch.ops.mkldnn._is_mkldnn_fp16_supported()))"
+    proc = subprocess.run([str(devenv.ensure_env(stack)), "-c", code], env=devenv.run_env(stack),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.strip().splitlines()[-1] == "True"
+
+
+def cpu_fp16_env(simulate=None):
+    """Env for an fp16 smoke run on any x86-64 CPU: DeepSpeed's CPU fp16 probe is bypassed where it
+    says no (frameworks/cpu_fp16.py; test-only, never in a recipe). simulate='absent'|'present'
+    replaces the CPU's own answer, so both paths run on any machine."""
+    env = {"FTRECIPES_CPU_FP16": "bypass"}
+    if simulate:
+        env["FTRECIPES_CPU_FP16_SIMULATE"] = simulate
+    return env
+
+
+def assert_fp16_ran(records, native, loss_scale):
+    """Every rank trained in fp16 with DeepSpeed's dynamic loss scaler, whichever probe path ran.
+
+    `native` is the fp16 answer DeepSpeed got from the (maybe simulated) CPU: where it was False
+    the test harness answered True in its place. What shows the training itself was fp16: the
+    engine's fp16 mode, fp16 base and trainable parameters, and forward hooks that saw the first
+    decoder layer, a LoRA base layer and the LM head compute fp16 from fp16 inputs.
+    """
+    for rank, recs in records.items():
+        probes = [r for r in recs if r["event"] == "cpu-fp16"]
+        assert probes and all(p["native"] is native and p["bypassed"] is (not native) for p in probes), (rank, probes)
+        [e] = [r for r in recs if r["event"] == "engine"]
+        assert e["fp16"] and not e["bf16"] and e["param_dtype"] == "torch.float16", e
+        assert e["trainable_dtypes"] == ["torch.float16"], e
+        assert e["loss_scaler"] == "DynamicLossScaler" and e["dynamic_loss_scale"], e
+        assert e["loss_scale"] == loss_scale, e
+        [fwd] = [r for r in recs if r["event"] == "forward"]
+        for layer in ("decoder_layer", "lora_base_layer", "lm_head"):
+            assert fwd[layer] == {"input": "torch.float16", "output": "torch.float16"}, (layer, fwd)

@@ -6,7 +6,8 @@ assert on the engine itself - ZeRO stage, offload devices, precision, optimizer
 class, LoRA adapters, loss at every step - this module wraps DeepSpeedEngine when
 `deepspeed.runtime.engine` is first imported and appends JSON lines to
 $FTRECIPES_PROBE/rank<R>.jsonl. It is activated by sitecustomize only when
-FTRECIPES_PROBE is set, and changes no behaviour.
+FTRECIPES_PROBE is set, and changes no behaviour - except where a test sets
+FTRECIPES_INJECT_OVERFLOW to make chosen steps' gradients non-finite (loss scaling tests).
 """
 
 import importlib.abc
@@ -26,6 +27,12 @@ def _out(record):
         fh.write(json.dumps(record) + "\n")
 
 
+def record(rec):
+    """Append a record for another test-only aid (cpu_fp16); nothing when no probe runs."""
+    if os.environ.get("FTRECIPES_PROBE"):
+        _out(rec)
+
+
 def _device(cfg):
     dev = getattr(cfg, "device", None) if cfg is not None else None
     return str(getattr(dev, "value", dev) or "none")
@@ -40,6 +47,7 @@ def _facts(engine):
     off_opt = engine.zero_offload_optimizer() if engine.zero_optimization() else None
     off_par = engine.zero_offload_param() if engine.zero_optimization() else None
     first = next(module.parameters())
+    scaler = getattr(engine.optimizer, "loss_scaler", None)
     return {
         "event": "engine",
         "zero_stage": int(engine.zero_optimization_stage()),
@@ -49,8 +57,13 @@ def _facts(engine):
         "offload_param_pin_memory": bool(getattr(off_par, "pin_memory", False)) if off_par else False,
         "bf16": bool(engine.bfloat16_enabled()),
         "fp16": bool(engine.fp16_enabled()),
-        "loss_scale": float(getattr(engine.optimizer, "cur_scale", 0) or getattr(getattr(engine.optimizer, "loss_scaler", None), "cur_scale", 0) or 0),
+        "loss_scale": _scale(engine),
         "param_dtype": str(first.dtype),
+        # The loss scaler follows the dtype of the trainable parameters (CreateLossScaler in
+        # deepspeed/runtime/fp16/loss_scaler.py), so both are recorded.
+        "trainable_dtypes": sorted({str(p.dtype) for p in module.parameters() if p.requires_grad}),
+        "loss_scaler": type(scaler).__name__ if scaler is not None else None,
+        "dynamic_loss_scale": bool(getattr(engine.optimizer, "dynamic_loss_scale", False)),
         "optimizer": type(engine.optimizer).__name__ if engine.optimizer is not None else None,
         "basic_optimizer": type(engine.basic_optimizer).__name__ if getattr(engine, "basic_optimizer", None) is not None else None,
         "lora_params": sum("lora_" in n for n in names),
@@ -65,13 +78,69 @@ def _facts(engine):
     }
 
 
+def _scale(engine):
+    opt = engine.optimizer
+    return float(getattr(opt, "cur_scale", 0) or getattr(getattr(opt, "loss_scaler", None), "cur_scale", 0) or 0)
+
+
+def _first_tensor(value):
+    if isinstance(value, (tuple, list)):
+        value = value[0] if value else None
+    return value if hasattr(value, "dtype") else None
+
+
+def _watch_forward(module):
+    """One `forward` record: the dtypes the first decoder layer, a LoRA base layer and the
+    LM head really compute in (inputs and outputs), seen by forward hooks on the first pass."""
+    picks = {}
+    for name, sub in module.named_modules():
+        leaf = name.rsplit(".", 1)[-1]
+        if leaf == "lm_head":
+            picks.setdefault("lm_head", sub)
+        elif leaf == "base_layer":
+            picks.setdefault("lora_base_layer", sub)
+        elif name.endswith("layers.0"):
+            picks.setdefault("decoder_layer", sub)
+    seen, handles = {}, []
+
+    def hook_for(key):
+        def hook(_mod, args, output):
+            if key in seen:
+                return
+            inp, out = _first_tensor(args), _first_tensor(output)
+            seen[key] = {"input": str(inp.dtype) if inp is not None else None,
+                         "output": str(out.dtype) if out is not None else None}
+            if len(seen) == len(picks):
+                _out({"event": "forward", **seen})
+                for handle in handles:
+                    handle.remove()
+        return hook
+
+    handles.extend(sub.register_forward_hook(hook_for(key)) for key, sub in picks.items())
+
+
+def _inject_steps():
+    """FTRECIPES_INJECT_OVERFLOW=2,3: optimizer steps (1-based) whose gradients are made non-finite."""
+    raw = os.environ.get("FTRECIPES_INJECT_OVERFLOW", "")
+    return {int(x) for x in raw.split(",") if x.strip()}
+
+
 def _patch(mod):
     engine_cls = mod.DeepSpeedEngine
     if getattr(engine_cls, "_ftrecipes_probed", False):
         return
     engine_cls._ftrecipes_probed = True
-    backward, step = engine_cls.backward, engine_cls.step
-    state = {"reported": set()}
+    forward, backward, step = engine_cls.forward, engine_cls.backward, engine_cls.step
+    state = {"reported": set(), "watched": set(), "injected": set(), "inject": _inject_steps()}
+
+    def probed_forward(self, *args, **kwargs):
+        if id(self) not in state["watched"]:
+            state["watched"].add(id(self))
+            try:
+                _watch_forward(self.module)
+            except Exception as exc:
+                _out({"event": "probe-error", "error": repr(exc)})
+        return forward(self, *args, **kwargs)
 
     def probed_backward(self, loss, *args, **kwargs):
         # Engine facts once the optimizer exists (some are lazily built before the first backward).
@@ -82,16 +151,26 @@ def _patch(mod):
             except Exception as exc:  # a probe must never break training
                 _out({"event": "probe-error", "error": repr(exc)})
         value = float(loss.detach().float().item())
-        _out({"event": "loss", "value": value if math.isfinite(value) else str(value)})
+        _out({"event": "loss", "value": value if math.isfinite(value) else str(value), "dtype": str(loss.dtype)})
+        target = int(self.global_steps) + 1
+        if target in state["inject"] and target not in state["injected"]:
+            # An overflow on demand: an infinite loss gives this micro-batch non-finite
+            # gradients, as an fp16 overflow of the scaled loss would.
+            state["injected"].add(target)
+            _out({"event": "inject-overflow", "step": target})
+            loss = loss * float("inf")
         return backward(self, loss, *args, **kwargs)
 
     def probed_step(self, *args, **kwargs):
         boundary = self.is_gradient_accumulation_boundary()
         result = step(self, *args, **kwargs)
         if boundary:
-            _out({"event": "step", "global_steps": int(self.global_steps), "skipped": bool(getattr(self, "skipped_steps", 0))})
+            skipped = int(getattr(self, "skipped_steps", 0))
+            _out({"event": "step", "global_steps": int(self.global_steps), "skipped": bool(skipped),
+                  "skipped_steps": skipped, "loss_scale": _scale(self)})
         return result
 
+    engine_cls.forward = probed_forward
     engine_cls.backward = probed_backward
     engine_cls.step = probed_step
 

@@ -24,6 +24,12 @@ if os.environ.get("FTRECIPES_CPU_DS_COMM"):
 
     cpu_ds_comm.install(ftrecipes_probe.on_import)
 
+if os.environ.get("FTRECIPES_CPU_FP16"):
+    import cpu_fp16
+    import ftrecipes_probe
+
+    cpu_fp16.install(ftrecipes_probe.on_import, ftrecipes_probe.record)
+
 _others = [p for p in sys.path if p and os.path.abspath(p) != _here]
 _spec = importlib.machinery.PathFinder.find_spec("sitecustomize", _others)
 if _spec is not None and _spec.origin and os.path.dirname(os.path.abspath(_spec.origin)) != _here:

@@ -13,6 +13,10 @@ DS = {
     "bf16": {"enabled": True},
     "zero_optimization": {"stage": 2},
 }
+FP16 = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16}
+LF_LORA = ("model_name_or_path: m\nstage: dpo\ndo_train: true\nfinetuning_type: lora\ndeepspeed: ds.json\ntemplate: qwen\ncutoff_len: 128\n"
+           "dataset_dir: data\nlora_target: all\npref_beta: 0.1\n"
+           "output_dir: o\nper_device_train_batch_size: 2\ngradient_accumulation_steps: 2\nfp16: true\n")
 ACC = "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\nnum_processes: 4\nnum_machines: 1\n"
 
 
@@ -86,6 +90,16 @@ CASES = [
     ("vllm-gpu-overlap",
      {"run.sh": "#!/bin/bash\ntrl vllm-serve --model m &\naccelerate launch --num_processes 8 -m trl.scripts.grpo\n"},
      {"run.sh": "#!/bin/bash\nCUDA_VISIBLE_DEVICES=0 trl vllm-serve --model m &\nCUDA_VISIBLE_DEVICES=1,2,3,4,5,6,7 accelerate launch --num_processes 7 -m trl.scripts.grpo\n"}, {}),
+    # LLaMA-Factory LoRA + fp16: ZeRO-3 leaves the fp32 adapters as they are (static scale 1.0);
+    # at ZeRO-2 DeepSpeed casts them to fp16 and scales dynamically (smoke test of qwen7b-dpo-v100x8).
+    ("fp16-static-loss-scale",
+     {"ds.json": ds(**{"bf16": None, "fp16": FP16, "zero_optimization.stage": 3}), "dpo.yaml": LF_LORA},
+     {"ds.json": ds(**{"bf16": None, "fp16": FP16, "zero_optimization.stage": 2}), "dpo.yaml": LF_LORA}, {}),
+    ("fp16-static-loss-scale",  # "auto" takes the trainer's fp16; the default finetuning_type is lora
+     {"ds.json": ds(**{"bf16": None, "fp16": {"enabled": "auto"}, "zero_optimization.stage": 3}),
+      "dpo.yaml": LF_LORA.replace("finetuning_type: lora\n", "")},
+     {"ds.json": ds(**{"bf16": None, "fp16": {"enabled": "auto"}, "zero_optimization.stage": 3}),
+      "dpo.yaml": LF_LORA.replace("finetuning_type: lora", "finetuning_type: full")}, {}),
     ("zero3-loading",
      {"ds.json": ds(**{"zero_optimization.stage": 3}), "run.sh": "#!/bin/bash\ntorchrun --nproc_per_node 4 finetune.py --deepspeed ds.json --low_cpu_mem_usage True\n"},
      {"ds.json": ds(**{"zero_optimization.stage": 2}), "run.sh": "#!/bin/bash\ntorchrun --nproc_per_node 4 finetune.py --deepspeed ds.json --low_cpu_mem_usage True\n"}, {}),
@@ -129,6 +143,8 @@ def test_every_rule_has_doc_and_a_test():
 def test_explain(run_cli):
     code, out, _ = run_cli("lint", "--explain", "vllm-gpu-overlap")
     assert code == 0 and "gpu_memory_utilization" in out
+    code, out, _ = run_cli("lint", "--explain", "fp16-static-loss-scale")
+    assert code == 0 and "static scale of 1.0" in out and "CreateLossScaler" in out
     code, _, err = run_cli("lint", "--explain", "vllm-gpu-overlp")
     assert code == 2 and "did you mean 'vllm-gpu-overlap'" in err
 

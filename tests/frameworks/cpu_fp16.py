@@ -15,9 +15,10 @@ an fp16 smoke test once DeepSpeed is told it may.
 Two variables, read once when DeepSpeed's CPU accelerator module is imported:
 - FTRECIPES_CPU_FP16=bypass: where the native answer is False, `is_fp16_supported()` (and with
   it `supported_dtypes()`) answers True. Where it is True nothing is changed.
-- FTRECIPES_CPU_FP16_SIMULATE=absent|present: replaces the native probe's answer (the torch op
-  DeepSpeed calls) to simulate a CPU without / with oneDNN fp16, so both paths are exercised
-  on any machine.
+- FTRECIPES_CPU_FP16_SIMULATE=absent|present: stands in for DeepSpeed's own answer, to simulate
+  a CPU without / with oneDNN fp16, so both paths are exercised on any machine. (The torch op
+  itself is left alone: replacing `torch.ops.mkldnn._is_mkldnn_fp16_supported` breaks
+  torch.export's walk over all ops, which transformers reaches while loading.)
 Every process writes one `cpu-fp16` probe record (native answer, simulation, bypass) at the
 first question, so a test can see which path ran. Never active outside smoke runs: sitecustomize
 installs it only when FTRECIPES_CPU_FP16 is set.
@@ -28,28 +29,22 @@ import os
 TARGET = "deepspeed.accelerator.cpu_accelerator"
 
 
-def _simulate(torch, mode):
-    if mode not in ("absent", "present"):
-        raise ValueError(f"FTRECIPES_CPU_FP16_SIMULATE={mode!r}: expected 'absent' or 'present'")
-    answer = mode == "present"
-    torch.ops.mkldnn._is_mkldnn_fp16_supported = lambda: answer
-
-
 def _patch(mod, out):
-    import torch
-
     mode = os.environ.get("FTRECIPES_CPU_FP16")
     if mode != "bypass":
         raise ValueError(f"FTRECIPES_CPU_FP16={mode!r}: expected 'bypass'")
     simulated = os.environ.get("FTRECIPES_CPU_FP16_SIMULATE") or None
-    if simulated:
-        _simulate(torch, simulated)
+    if simulated not in (None, "absent", "present"):
+        raise ValueError(f"FTRECIPES_CPU_FP16_SIMULATE={simulated!r}: expected 'absent' or 'present'")
     cls = mod.CPU_Accelerator
     native_probe = cls.is_fp16_supported
     state = {}
 
     def is_fp16_supported(self):
-        native = bool(native_probe(self))  # DeepSpeed's own code: None (not False) when oneDNN says no
+        if simulated:
+            native = simulated == "present"
+        else:
+            native = bool(native_probe(self))  # DeepSpeed's own code: None (not False) when oneDNN says no
         if not state:
             state.update(native=native)
             out({"event": "cpu-fp16", "native": native, "simulated": simulated, "bypassed": not native})

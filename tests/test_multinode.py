@@ -23,7 +23,8 @@ import pytest
 from ftrecipes import devenv, recipe, render, values
 from ftrecipes.errors import UserError
 from truth_jobs import run_truth
-from smoke_harness import FRAMEWORKS, TIMINGS, assert_engine, free_port, make_assets, read_probe, render_into
+from smoke_harness import (FRAMEWORKS, TIMINGS, assert_engine, assert_fp16_ran, cpu_fp16_env, free_port, make_assets,
+                           native_cpu_fp16, read_probe, render_into)
 from test_smoke_qwen7b_lora_zero2_a100x2 import STANDIN_LORA_TARGET, qwen_conversations, torchrun_shim
 
 NAME = "qwen7b-lora-zero2-a100x2"
@@ -200,7 +201,9 @@ def test_two_nodes_through_llamafactory_launcher_env(tmp_path, name):
     """NNODES/NODE_RANK/MASTER_ADDR/MASTER_PORT through LLaMA-Factory's launcher to torchrun (qwen7b-dpo-v100x8).
 
     Overrides as the recipe's smoke test (recipe.yaml `smoke:`), plus nodes=2 and gpus_per_node=1;
-    max_steps=3 is appended to `llamafactory-cli train dpo.yaml` by a shim first on PATH.
+    max_steps=3 is appended to `llamafactory-cli train dpo.yaml` by a shim first on PATH. As in
+    the one-node test, the test harness answers DeepSpeed's CPU fp16 probe where this CPU says no
+    (frameworks/cpu_fp16.py), and the records show which path ran and that training was fp16.
     """
     assets = make_assets("llamafactory", tmp_path / "assets", arch="qwen2")
     run = tmp_path / "run"
@@ -211,7 +214,7 @@ def test_two_nodes_through_llamafactory_launcher_env(tmp_path, name):
     render_into(name, sets, run)
     env = devenv.run_env("llamafactory")
     shim = _append_shim(tmp_path / "bin", "llamafactory-cli", shutil.which("llamafactory-cli", path=env["PATH"]), ["max_steps=3"])
-    records = _two_nodes("llamafactory", run, tmp_path, {"PATH": f"{shim}:{env['PATH']}"}, f"{name} (2 nodes)")
+    records = _two_nodes("llamafactory", run, tmp_path, {"PATH": f"{shim}:{env['PATH']}", **cpu_fp16_env()}, f"{name} (2 nodes)")
 
     ds = json.loads((run / "ds.json").read_text())
     assert sorted(records) == [0, 1], f"ranks seen: {sorted(records)}"
@@ -219,11 +222,12 @@ def test_two_nodes_through_llamafactory_launcher_env(tmp_path, name):
         assert not [r for r in recs if r["event"] == "probe-error"]
         [e] = [r for r in recs if r["event"] == "engine"]
         assert e["world_size"] == 2 and e["train_batch"] == ds["train_batch_size"], e
-        assert (e["zero_stage"], e["offload_optimizer"], e["offload_param"]) == (3, "cpu", "cpu"), e
+        assert (e["zero_stage"], e["offload_optimizer"], e["offload_param"]) == (2, "cpu", "none"), e
         assert e["fp16"] and e["lora_params"] > 0 and e["trainable_lora_only"], e
         losses = [r["value"] for r in recs if r["event"] == "loss"]
         assert losses and all(isinstance(v, float) and math.isfinite(v) for v in losses), losses
         assert len([r for r in recs if r["event"] == "step"]) >= 3
+    assert_fp16_ran(records, native_cpu_fp16("llamafactory"), float(2 ** ds["fp16"]["initial_scale_power"]))
 
 
 @pytest.mark.framework

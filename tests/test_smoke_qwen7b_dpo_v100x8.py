@@ -1,12 +1,23 @@
-"""qwen7b-dpo-v100x8: LLaMA-Factory LoRA DPO under ZeRO-3 + CPU offload in fp16.
+"""qwen7b-dpo-v100x8: LLaMA-Factory LoRA DPO under ZeRO-2 + optimizer offload in fp16.
 
 Smoke: the recipe's launch.sh command (its env assignments + `llamafactory-cli train dpo.yaml`)
 on 2 CPU processes. Overrides (recipe.yaml `smoke:`): tiny local Qwen2-shaped model, a
 dataset_dir with a dataset_info.json and preference data, gpus_per_node=2, seq_len=128,
-output_dir, master_port; `max_steps=3` as a llamafactory-cli `key=value` override. No CPU
-necessity is needed: fp16 stays fp16, flash_attn is already sdpa, the tiny tokenizer is ChatML
-(template qwen fits), and without `use_cpu` accelerate takes its DeepSpeed path, which sets up
-deepspeed.comm before ZeRO-3's zero.Init (so no FTRECIPES_CPU_DS_COMM shim either).
+output_dir, master_port; `max_steps=3` as a llamafactory-cli `key=value` override. fp16 stays
+fp16, flash_attn is already sdpa, the tiny tokenizer is ChatML (template qwen fits).
+
+One CPU necessity, in the test harness only: DeepSpeed 0.19.8's CPU accelerator refuses fp16
+("Type fp16 is not supported on your device") unless oneDNN has fp16 kernels for the CPU
+(AVX-512 FP16 or AMX), although PyTorch computes fp16 on any x86-64 CPU. Where it refuses,
+tests/frameworks/cpu_fp16.py (FTRECIPES_CPU_FP16=bypass, set only by these tests) answers
+True in its place; every process records DeepSpeed's own answer and whether it was replaced.
+Each test runs both paths on any machine: the CPU's own answer, and the opposite one simulated
+(FTRECIPES_CPU_FP16_SIMULATE). That the training really was fp16 is asserted from the engine
+and from forward hooks (smoke_harness.assert_fp16_ran).
+
+Loss scaling: the engine's scaler must be DeepSpeed's DynamicLossScaler at 2**loss_scale_power,
+and an overflow injected by the probe (FTRECIPES_INJECT_OVERFLOW) must skip the step and, after
+the hysteresis ds.json sets, halve the scale.
 
 Truth negatives: the LLaMA-Factory checks in frameworks/truth_llamafactory.py can fail.
 """
@@ -19,13 +30,14 @@ import pytest
 
 from ftrecipes import shellcmd
 from truth_jobs import run_truth
-from smoke_harness import free_port, launch, make_assets, read_probe, render_into
+from smoke_harness import (assert_fp16_ran, cpu_fp16_env, free_port, launch, make_assets, native_cpu_fp16,
+                           read_probe, render_into)
 
 NAME = "qwen7b-dpo-v100x8"
 
 
-@pytest.mark.smoke
-def test_dpo_lora_zero3_offload_fp16_trains(tmp_path):
+def _train(tmp_path, max_steps, extra_env):
+    """Render with the smoke overrides and run launch.sh's command; (ds.json, probe records)."""
     assets = make_assets("llamafactory", tmp_path / "assets", arch="qwen2")
     run = tmp_path / "run"
     sets = [
@@ -37,37 +49,69 @@ def test_dpo_lora_zero3_offload_fp16_trains(tmp_path):
     assert train.words == ["llamafactory-cli", "train", "dpo.yaml"]
     assert train.env["FORCE_TORCHRUN"] == "1" and train.env["NPROC_PER_NODE"] == "2"
     # The script's env assignments, then its command; max_steps is the only appended override.
-    launch("llamafactory", train.words + ["max_steps=3"], cwd=run, probe_dir=tmp_path / "probe",
-           extra_env=dict(train.env), label=NAME)
+    launch("llamafactory", train.words + [f"max_steps={max_steps}"], cwd=run, probe_dir=tmp_path / "probe",
+           extra_env={**train.env, **extra_env}, label=NAME)
+    return json.loads((run / "ds.json").read_text()), read_probe(tmp_path / "probe")
 
-    ds = json.loads((run / "ds.json").read_text())
+
+def _cpu_path(which):
+    """(env, DeepSpeed's expected native answer) for the CPU's own answer or the opposite one."""
+    native = native_cpu_fp16("llamafactory")
+    if which == "native":
+        return cpu_fp16_env(), native
+    return cpu_fp16_env(simulate="absent" if native else "present"), not native
+
+
+@pytest.mark.smoke
+@pytest.mark.parametrize("cpu", ["native", "flipped"])
+def test_dpo_lora_zero2_offload_fp16_trains(tmp_path, cpu):
+    env, native = _cpu_path(cpu)
+    ds, records = _train(tmp_path, 3, env)
     zero = ds["zero_optimization"]
-    assert zero["stage"] == 3 and ds["fp16"]["enabled"] and ds["fp16"]["loss_scale"] == 0
-    records = read_probe(tmp_path / "probe")
+    assert zero["stage"] == 2 and ds["fp16"]["enabled"] and ds["fp16"]["loss_scale"] == 0
     assert sorted(records) == [0, 1], f"ranks seen: {sorted(records)}"
     for rank, recs in records.items():
         assert not [r for r in recs if r["event"] == "probe-error"]
         [e] = [r for r in recs if r["event"] == "engine"]
         assert e["world_size"] == 2 and e["train_batch"] == ds["train_batch_size"], e
-        assert e["zero_stage"] == 3, e
+        assert e["zero_stage"] == 2, e
         assert (e["offload_optimizer"], e["offload_optimizer_pin_memory"]) == ("cpu", True), e
-        assert (e["offload_param"], e["offload_param_pin_memory"]) == ("cpu", True), e
+        assert e["offload_param"] == "none", e
         assert e["basic_optimizer"] == "DeepSpeedCPUAdam", e
         assert e["fp16"] and not e["bf16"] and e["param_dtype"] == "torch.float16", e
         assert e["lora_params"] > 0 and e["trainable_lora_only"], e
         assert e["gradient_checkpointing"], e
-        # Measured, and NOT what ds.json asks for: no loss scaling happens. LLaMA-Factory keeps
-        # the LoRA adapters in fp32 under ZeRO-3 (llamafactory/model/adapter.py), and DeepSpeed's
-        # ZeRO-3 optimizer picks its loss scaler by the dtype of the trainable parameters
-        # (stage3.py: fp16 -> DynamicLossScaler, else a static LossScaler(1.0), and overflow
-        # checks only for fp16). So the scale is 1.0, not 2**16: the fp16 base runs unscaled.
-        # smoke_harness.assert_engine requires loss_scale > 1 for fp16 and is therefore not used.
-        # If this starts failing, loss scaling got engaged: update the recipe's README.
-        assert e["loss_scale"] == 1.0, e
         losses = [r["value"] for r in recs if r["event"] == "loss"]
         assert losses and all(isinstance(v, float) and math.isfinite(v) for v in losses), losses
         steps = [r for r in recs if r["event"] == "step"]
         assert len(steps) >= 3 and not any(s["skipped"] for s in steps), steps
+    # Dynamic loss scaling at 2**16 on fp16 adapters (under ZeRO-3 it was a static 1.0 on fp32
+    # adapters: recipe 1.x, README "Tested"), fp16 forward passes, and which probe path ran.
+    assert_fp16_ran(records, native, float(2 ** ds["fp16"]["initial_scale_power"]))
+
+
+@pytest.mark.smoke
+def test_dpo_fp16_overflow_skips_the_step_and_lowers_the_scale(tmp_path):
+    """An overflow injected into optimizer steps 2 and 3 (an infinite loss: non-finite gradients).
+
+    DeepSpeed's DynamicLossScaler (deepspeed/runtime/fp16/loss_scaler.py, update_scale) skips
+    every overflowing step; with ds.json's hysteresis of 2 the first overflow only uses up one
+    unit of hysteresis and the second halves the scale. For contrast, measured with recipe 1.x
+    (ZeRO-3, fp32 adapters, static scaler): the same injection skipped the steps too (ZeRO-3
+    skips a non-finite gradient norm), but the scale stayed 1.0 throughout.
+    """
+    env, native = _cpu_path("native")
+    ds, records = _train(tmp_path, 4, {**env, "FTRECIPES_INJECT_OVERFLOW": "2,3"})
+    fp16 = ds["fp16"]
+    assert fp16["hysteresis"] == 2 and fp16["loss_scale"] == 0
+    start = float(2 ** fp16["initial_scale_power"])
+    assert_fp16_ran(records, native, start)
+    for rank, recs in records.items():
+        assert [r["step"] for r in recs if r["event"] == "inject-overflow"] == [2, 3], recs
+        steps = [(s["global_steps"], s["skipped_steps"], s["loss_scale"]) for s in recs if s["event"] == "step"]
+        assert steps == [(1, 0, start), (2, 1, start), (3, 2, start / 2), (4, 2, start / 2)], (rank, steps)
+        losses = [r["value"] for r in recs if r["event"] == "loss"]
+        assert all(isinstance(v, float) and math.isfinite(v) for v in losses), losses  # recorded before injection
 
 
 def _truth(jobs, tmp_path):

@@ -203,3 +203,19 @@ def test_memory_fit_judges_every_recipe_on_its_own_hardware(run_cli):
     for r in recipe.all_recipes():
         code, out, _ = run_cli("lint", "--gpu", r.meta["hardware"]["gpu"], str(r.dir / "rendered"))
         assert code == 0, out
+
+
+def test_fp16_static_loss_scale_on_llamafactorys_own_zero3_lora_example(tmp_path):
+    """tests/realworld/llamafactory-lora-sft-ds3, a LoRA SFT setup in LLaMA-Factory's example style whose
+    DeepSpeed file has the fp16 and zero_optimization sections of LLaMA-Factory's own
+    examples/deepspeed/ds_z3_config.json (hiyouga/LLaMA-Factory@1d6e8b218240): clean in bf16; flagged
+    when switched to fp16 as a V100 user must (bf16-unsupported's advice): its fp16 section is inert."""
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parent / "realworld" / "llamafactory-lora-sft-ds3"
+    files = {p.name: p.read_text() for p in src.iterdir()}
+    assert rule_hits(tmp_path, files, "fp16-static-loss-scale") == []
+    files["llama3_lora_sft_ds3.yaml"] = files["llama3_lora_sft_ds3.yaml"].replace("bf16: true", "fp16: true")
+    (tmp_path / "fp16").mkdir()
+    [hit] = rule_hits(tmp_path / "fp16", files, "fp16-static-loss-scale")
+    assert hit.path.endswith("ds_z3_config.json") and "static loss scale of 1.0" in hit.message

@@ -113,6 +113,10 @@ class Format:
     description: str
     unknown_note: str = ""  # what the framework does with a key it doesn't know
     drops_unknown: bool = False  # the framework drops unknown top-level keys instead of refusing the file
+    # Key histories (schemas/key_history/) that define this format's keys: "framework:section",
+    # "*" for every section, "<path>" for the section named by the enclosing mapping's dotted
+    # path, "@parent" for the keys of a nested mapping only.
+    histories: tuple = ()
 
     @property
     def emit(self):
@@ -126,11 +130,17 @@ class Format:
 FORMATS = {
     f.name: f
     for f in (
-        Format("deepspeed", "json", "deepspeed.schema.json", "DeepSpeed config JSON", "DeepSpeed ignores it silently", True),
-        Format("accelerate", "yaml", "accelerate.schema.json", "accelerate config YAML", "accelerate refuses to load the file"),
-        Format("trl", "yaml", "trl.schema.json", "TRL trainer config YAML (trl CLI / TrlParser)", "TrlParser stops with an error"),
-        Format("llamafactory", "yaml", "llamafactory.schema.json", "LLaMA-Factory training YAML", "LLaMA-Factory stops with an error"),
-        Format("openrlhf", "shell", "openrlhf.schema.json", "launch script running an OpenRLHF trainer", "argparse stops with 'unrecognized arguments'"),
+        Format("deepspeed", "json", "deepspeed.schema.json", "DeepSpeed config JSON", "DeepSpeed ignores it silently", True,
+               histories=("deepspeed:<path>",)),
+        Format("accelerate", "yaml", "accelerate.schema.json", "accelerate config YAML", "accelerate refuses to load the file",
+               histories=("accelerate:ClusterConfig", "accelerate:launch@deepspeed_config", "accelerate:launch@fsdp_config",
+                          "accelerate:launch@megatron_lm_config")),
+        Format("trl", "yaml", "trl.schema.json", "TRL trainer config YAML (trl CLI / TrlParser)", "TrlParser stops with an error",
+               histories=("transformers:TrainingArguments", "trl:*")),
+        Format("llamafactory", "yaml", "llamafactory.schema.json", "LLaMA-Factory training YAML", "LLaMA-Factory stops with an error",
+               histories=("transformers:Seq2SeqTrainingArguments", "llamafactory:*")),
+        Format("openrlhf", "shell", "openrlhf.schema.json", "launch script running an OpenRLHF trainer", "argparse stops with 'unrecognized arguments'",
+               histories=("openrlhf:*",)),
         # Key names only (axolotl's models read from its source): values are not checked yet.
         Format("axolotl", "yaml", "axolotl.schema.json", "axolotl training YAML", "axolotl drops it silently", True),
         Format("shell", "shell", None, "launch script"),

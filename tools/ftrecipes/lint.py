@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import detect, formats, launch, rules, shellcmd, sources, versions
+from . import detect, formats, launch, pins, rules, shellcmd, sources, versions
 from . import extras as extras_mod
 from .rules.facts import launcher_of
 from .errors import UserError
@@ -382,7 +382,9 @@ def run(targets, kind=None, options=None, ignore=(), skip_unknown=False, root=No
     apply_entry_points(configs)
     for cfg in configs:
         result.checked.append((cfg.path, cfg.kind))
-        result.findings.extend(check_config(cfg, options.framework_versions, options.config_extras))
+        # Judged at the release the repo pins (--framework-version overrides), like the rules.
+        fv = pins.versions_for(cfg.path, options.framework_versions, cfg.root)
+        result.findings.extend(check_config(cfg, fv, options.config_extras))
     apply_overrides(configs)
     for group in _groups(configs):
         result.findings.extend(rules.run(rules.Setup(group, options)))

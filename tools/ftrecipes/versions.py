@@ -309,8 +309,192 @@ def schema_findings(doc, fmt, framework_versions=None):
     import copy
 
     schema = schemas.load_schema(fmt.schema)
-    hidden = judged_elsewhere(doc.data, fmt.name, framework_versions or {}, schema)
+    fv = framework_versions or {}
+    hidden = judged_elsewhere(doc.data, fmt.name, fv, schema)
     if hidden:
         doc = copy.copy(doc)
         doc.data = {k: v for k, v in doc.data.items() if k not in hidden}
-    return schemas.check(doc, schema, fmt.unknown_note)
+    # A key the release in use has (or one the version-skew rule reports) is not "unknown" or
+    # "removed" because the schema was made from another release.
+    by_history = valid_by_history(doc.data, fmt.name, fv) | {s.path for s in skew(doc.data, fmt.name, fv) if s.severity == "error"}
+    spots = {doc.where(p) for p in by_history}
+    return [f for f in schemas.check(doc, schema, fmt.unknown_note)
+            if not (f.rule in ("unknown-key", "removed-key") and (f.line, f.column) in spots)]
+
+
+# ------------------------------------------------------------------------------------------
+# Key histories generated from the releases (schemas/key_history/<framework>.json)
+# ------------------------------------------------------------------------------------------
+class KeyHistory:
+    """Which sampled releases of a framework had which key, per section (class or flag set)."""
+
+    def __init__(self, framework, data):
+        self.framework = framework
+        self.releases = sorted(parse(r) for r in data["releases"])
+        self.sections = {}
+        for name, sec in data["sections"].items():
+            keys = {k: _spans(e["in"]) for k, e in sec["keys"].items()}
+            self.sections[name] = (_spans(sec["releases"]), keys)
+
+    @property
+    def newest(self):
+        return self.releases[-1]
+
+    def sample_for(self, version):
+        """The sampled release that stands for version: the nearest one of its minor release
+        (the first at or after it), else the newest before it; None when older than all."""
+        v = version if isinstance(version, Version) else parse(version)
+        same = [r for r in self.releases if r.release[:2] == v.release[:2]]
+        later = [r for r in same if r >= v]
+        if later:
+            return min(later)
+        older = [r for r in self.releases if r <= v]
+        return max(older) if older else None
+
+    def select(self, selector):
+        if selector == "*":
+            return [s for s in self.sections if not s.startswith("_")]
+        return [selector] if selector in self.sections else []
+
+    def spans(self, key, sections):
+        """[(first, last)] of the key over the given sections, or [] when none ever had it."""
+        return [span for s in sections for span in self.sections[s][1].get(key, [])]
+
+    def judged(self, sections, release):
+        """True when one of the sections was read from that release."""
+        return any(a <= release <= b for s in sections for a, b in self.sections[s][0])
+
+    def after(self, release):
+        later = [r for r in self.releases if r > release]
+        return min(later) if later else None
+
+
+def _spans(text):
+    out = []
+    for part in filter(None, text.split(",")):
+        a, _, b = part.partition("..")
+        out.append((parse(a), parse(b or a)))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def key_history(framework):
+    """The generated history of a framework, or None when there is none."""
+    from . import sources
+
+    path = paths.schemas_dir() / "key_history" / f"{framework}.json"
+    if not path.is_file():
+        return None
+    try:
+        return KeyHistory(framework, json.loads(sources.read_text(path, max_bytes=32 * 1024 * 1024)))
+    except (ValueError, KeyError) as exc:
+        raise UserError(f"cannot load the key history: {exc}", path=path) from None
+
+
+def _owners(fmt, parent):
+    """(history, sections) that define the keys of the mapping at path `parent` of a file."""
+    from .formats import FORMATS
+
+    out = []
+    for spec in getattr(FORMATS.get(fmt), "histories", ()):
+        fw, _, rest = spec.partition(":")
+        selector, _, at = rest.partition("@")
+        if selector == "<path>":
+            selector = ".".join(parent)
+        elif ".".join(parent) != at:
+            continue
+        h = key_history(fw)
+        sections = h.select(selector) if h else []
+        if sections:
+            out.append((h, sections))
+    return out
+
+
+@dataclass(frozen=True)
+class Skew:
+    path: tuple
+    severity: str  # error: not a key of the release in use; warning: a later release drops it
+    message: str
+
+
+def _walk(data, fmt, parent=()):
+    """(path, owners) for every key of a mapping that some key history covers, depth first."""
+    if not isinstance(data, dict):
+        return
+    owners = _owners(fmt, parent)
+    for key, value in data.items():
+        if not isinstance(key, str):
+            continue
+        if owners:
+            yield parent + (key,), owners
+        if isinstance(value, dict):
+            yield from _walk(value, fmt, parent + (key,))
+
+
+def _in_use(h, fmt, framework_versions):
+    """(version, sampled release standing for it): the pinned or given version, else the release
+    the format's schema was generated from, else the newest release read."""
+    from .formats import FORMATS
+
+    v = framework_versions.get(h.framework)
+    if v is None:
+        fmt_ = FORMATS.get(fmt)
+        v = schema_version(schemas.load_schema(fmt_.schema), h.framework) if fmt_ and fmt_.schema else None
+    v = parse(v) if v is not None else h.newest
+    return v, h.sample_for(v)
+
+
+def _judge(name, key, owners, fmt, framework_versions):
+    """None when the key is fine at the versions in use (or cannot be judged), else (severity, message)."""
+    valid, invalid = [], []
+    for h, sections in owners:
+        spans = h.spans(key, sections)
+        if not spans:
+            continue
+        v, at = _in_use(h, fmt, framework_versions)
+        if at is None or not h.judged(sections, at):
+            return None  # older than every release read, or the section was not found in it
+        inside = [b for a, b in spans if a <= at <= b]
+        (valid if inside else invalid).append((h, spans, v, at, max(inside, default=None)))
+    if valid:
+        # Fine now; a warning only when no owner keeps it up to the newest release.
+        if any(last == h.newest for h, _, _, _, last in valid):
+            return None
+        h, _, v, _, last = valid[0]
+        if h.framework not in framework_versions:
+            return None  # the schema's own release: nothing the user chose
+        return ("warning", f"{name}: valid in {h.framework} {v}, not in {h.framework} {h.after(last)} or later")
+    if not invalid:
+        return None
+    h, spans, v, at, _ = invalid[0]
+    first = min(a for a, _ in spans)
+    if at < first:
+        return ("error", f"{name}: added in {h.framework} {first}; the {h.framework} in use ({v}) is older")
+    last = max(b for _, b in spans if b < at)
+    # Releases are sampled (newest patch of each minor): name the samples on both sides of the change.
+    return ("error", f"{name}: valid in {h.framework} {last}, not in {h.framework} {h.after(last)} or later; the {h.framework} in use is {v}")
+
+
+def skew(data, fmt, framework_versions):
+    """Version skew of a document's keys against the key histories, at the versions in use
+    (pinned or given; the newest release read when neither)."""
+    from .formats import FORMATS
+
+    out = []
+    dashes = "--" if getattr(FORMATS.get(fmt), "syntax", "") == "shell" else ""  # launch-script flags
+    for path, owners in _walk(data, fmt):
+        verdict = _judge(dashes + ".".join(path), path[-1], owners, fmt, framework_versions or {})
+        if verdict:
+            out.append(Skew(path, *verdict))
+    return out
+
+
+def valid_by_history(data, fmt, framework_versions):
+    """Paths of keys that some history says exist at the version in use."""
+    found = set()
+    for path, owners in _walk(data, fmt):
+        for h, sections in owners:
+            _, at = _in_use(h, fmt, framework_versions or {})
+            if at is not None and any(a <= at <= b for a, b in h.spans(path[-1], sections)):
+                found.add(path)
+    return found

@@ -323,8 +323,11 @@ def deepspeed_sections(files):
             value = _const_str(node.value)
             if value and value == node.targets[0].id.lower():
                 top[value] = None
-    for path in out:
-        if "." not in path:
+    # A section is a top-level key of every release whose runtime code names it, with or
+    # without a pydantic model for it (bf16 was read from a plain dict before 0.17).
+    runtime = "".join(t for k, t in files.items() if k.startswith("deepspeed/runtime/"))
+    for path in DS_SECTIONS:
+        if "." not in path and re.search(rf"""["']{path}["']""", runtime):
             top.setdefault(path, None)
     out[""] = top  # top-level keys
     return out

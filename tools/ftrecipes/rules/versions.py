@@ -1,16 +1,23 @@
-"""Keys of another framework version: --framework-version NAME=VER checks names against it."""
+"""Keys of another framework release than the one in use (given, pinned by the repo, or the schema's)."""
 
-from .. import versions
+from .. import pins, versions
 from . import ERROR, rule
+
+
+def config_versions(cfg, options):
+    """The framework versions a config is judged at: --framework-version, then the repo's pins."""
+    return pins.versions_for(cfg.path, options.framework_versions, getattr(cfg, "root", None))
 
 
 @rule("framework-version", ERROR, "a key of another framework version than the one you run")
 def framework_version(setup):
     """
     Frameworks rename and remove keys between releases, and a config written for one release
-    fails (or is silently ignored) under another. Given `--framework-version NAME=VER`
-    (repeatable), lint checks every key that schemas/versions.json tracks for NAME against
-    VER:
+    fails (or is silently ignored) under another. Every key that schemas/versions.json tracks
+    (renames, with the replacement) is checked against the version in use: given with
+    `--framework-version NAME=VER` (repeatable), else the one the repository pins
+    (requirements*.txt, pyproject.toml, setup.py, setup.cfg, environment.yml in the file's
+    folder or a parent up to the repository root):
 
     - a key retired before VER is an error naming its replacement (OpenRLHF: "--flash_attn
       was replaced by --attn_implementation in openrlhf 0.8.10");
@@ -20,13 +27,39 @@ def framework_version(setup):
       -> `activation_checkpointing`).
 
     Keys valid at VER that the format's schema (generated from another release) would call
-    removed or unknown are not reported by the schema. Frameworks in the table: openrlhf
-    (launch-script flags) and transformers (TrainingArguments keys in TRL and LLaMA-Factory
-    files). Without --framework-version the schemas' own release applies.
+    removed or unknown are not reported by the schema. Without a version the schemas' own
+    release applies.
     """
-    fv = setup.options.framework_versions or {}
-    if not fv:
-        return
     for cfg in setup.configs:
+        fv = config_versions(cfg, setup.options)
+        if not fv:
+            continue
         for key, severity, message in versions.key_problems(cfg.data, cfg.kind, fv):
             yield cfg, (key,), message, severity
+
+
+@rule("version-skew", ERROR, "a key the framework release in use does not have, or a later one drops")
+def version_skew(setup):
+    """
+    schemas/key_history/ records, for DeepSpeed, transformers, TRL, accelerate, peft,
+    LLaMA-Factory and OpenRLHF, which of their releases (every minor release since early
+    2025, read from the released source by tools/schemagen/key_history.py) had which config
+    key. Each key is judged at the version in use: `--framework-version NAME=VER`, else the
+    version the repository pins (a range stands for its newest release), else the release
+    the format's schema was generated from.
+
+    - error: the key is not in that release: "valid in trl 0.19.1, removed in trl 0.20.0" or
+      "added in transformers 4.56.2; the transformers in use (4.52.3) is older";
+    - warning: the key is valid in the pinned release but a later release drops it (an
+      upgrade will break the file).
+
+    A key valid in the release in use is never an error because today's schema lacks it.
+    Keys that schemas/versions.json tracks (renames, with their successor) are left to
+    framework-version, which names the replacement.
+    """
+    for cfg in setup.configs:
+        fv = config_versions(cfg, setup.options)
+        renamed = {key for h in versions.for_format(cfg.kind) for key in h.tracked()}
+        for s in versions.skew(cfg.data, cfg.kind, fv):
+            if not (len(s.path) == 1 and s.path[0] in renamed):
+                yield cfg, s.path, s.message, s.severity

@@ -454,10 +454,11 @@ def _judge(name, key, owners, fmt, framework_versions):
         v, at = _in_use(h, fmt, framework_versions)
         if at is None or not h.judged(sections, at):
             return None  # older than every release read, or the section was not found in it
-        inside = [b for a, b in spans if a <= at <= b]
-        (valid if inside else invalid).append((h, spans, v, at, max(inside, default=None)))
+        inside = any(a <= at <= b for a, b in spans)
+        (valid if inside else invalid).append((h, spans, v, at, max(b for _, b in spans)))
     if valid:
-        # Fine now; a warning only when no owner keeps it up to the newest release.
+        # Fine now; a warning only when no owner has it in its newest release (the key may
+        # have moved between sections: the spans of all of them count).
         if any(last == h.newest for h, _, _, _, last in valid):
             return None
         h, _, v, _, last = valid[0]
@@ -471,8 +472,10 @@ def _judge(name, key, owners, fmt, framework_versions):
     if at < first:
         return ("error", f"{name}: added in {h.framework} {first}; the {h.framework} in use ({v}) is older")
     last = max(b for _, b in spans if b < at)
+    back = [a for a, _ in spans if a > at]
     # Releases are sampled (newest patch of each minor): name the samples on both sides of the change.
-    return ("error", f"{name}: valid in {h.framework} {last}, not in {h.framework} {h.after(last)} or later; the {h.framework} in use is {v}")
+    gone = f"not in {h.framework} {h.after(last)}" + (f" to {at} (back in {min(back)})" if back else " or later")
+    return ("error", f"{name}: valid in {h.framework} {last}, {gone}; the {h.framework} in use is {v}")
 
 
 def skew(data, fmt, framework_versions):

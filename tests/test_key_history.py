@@ -194,11 +194,20 @@ def test_framework_version_overrides_and_is_not_an_error(tmp_path):
 
 
 def test_unpinned_old_keys_say_when_they_went(tmp_path):
-    found = _lint(tmp_path, {"sft.yaml": OLD_TRL})
+    # Not pinned: today's releases. A key the schema marks as removed keeps the schema's pointer
+    # to its successor; a key the schema does not know gets its history instead of "unknown".
+    found = _lint(tmp_path, {"sft.yaml": OLD_TRL + "max_seq_length: 512\n"})
     assert sorted((f.rule, f.severity, f.message) for f in found) == [
-        ("version-skew", "error", "overwrite_output_dir: valid in transformers 4.57.6, not in transformers 5.0.0 or later; the transformers in use is 5.23.0"),
-        ("version-skew", "error", "torch_dtype: valid in trl 0.26.2, not in trl 0.27.2 or later; the trl in use is 1.16.0"),
+        ("removed-key", "error", "overwrite_output_dir: Removed in transformers 5 (the output directory is always reused)."),
+        ("removed-key", "error", "torch_dtype: ModelConfig field is now dtype."),
+        ("version-skew", "error", "max_seq_length: valid in trl 0.19.1, not in trl 0.20.0 or later; the trl in use is 1.16.0"),
     ]
+
+
+def test_keys_a_custom_script_declares_are_its_own(tmp_path):
+    text = "model_name_or_path: m\nper_device_train_batch_size: 1\nmax_seq_length: 512\n"
+    found = _lint(tmp_path, {"sft.yaml": text}, config_extras={"trl": {"max_seq_length": "my.SFTConfig"}})
+    assert found == []
 
 
 def test_a_key_newer_than_the_pin_is_an_error(tmp_path):

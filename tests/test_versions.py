@@ -121,11 +121,11 @@ CASES = [
     ("framework-version", {"sft.yaml": TRL}, {"sft.yaml": TRL_NEW}, {"framework_versions": {"transformers": "5.15.0"}}),
     ("framework-version", {"sft.yaml": TRL + "activation_checkpointing: true\n"}, {"sft.yaml": TRL + "gradient_checkpointing: true\n"},
      {"framework_versions": {"transformers": "4.46"}}),
-    # version-skew (more in test_key_history.py): dtype is TRL >= 0.23, torch_dtype TRL < 0.27.
+    # version-skew (more in test_key_history.py): dtype is TRL >= 0.23, max_seq_length TRL < 0.20.
     ("version-skew", {"sft.yaml": "model_name_or_path: m\nper_device_train_batch_size: 1\ndtype: bfloat16\n"},
      {"sft.yaml": "model_name_or_path: m\nper_device_train_batch_size: 1\nuse_peft: true\n"}, {"framework_versions": {"trl": "0.19.1"}}),
-    ("version-skew", {"sft.yaml": "model_name_or_path: m\nper_device_train_batch_size: 1\ntorch_dtype: bfloat16\n"},
-     {"sft.yaml": "model_name_or_path: m\nper_device_train_batch_size: 1\ndtype: bfloat16\n"}, {"framework_versions": {"trl": "1.16.0"}}),
+    ("version-skew", {"sft.yaml": "model_name_or_path: m\nper_device_train_batch_size: 1\nmax_seq_length: 512\n"},
+     {"sft.yaml": "model_name_or_path: m\nper_device_train_batch_size: 1\nmax_length: 512\n"}, {"framework_versions": {"trl": "1.16.0"}}),
 ]
 
 

@@ -136,7 +136,10 @@ FORMATS = {
                histories=("accelerate:ClusterConfig", "accelerate:launch@deepspeed_config", "accelerate:launch@fsdp_config",
                           "accelerate:launch@megatron_lm_config")),
         Format("trl", "yaml", "trl.schema.json", "TRL trainer config YAML (trl CLI / TrlParser)", "TrlParser stops with an error",
-               histories=("transformers:TrainingArguments", "trl:*")),
+               # The classes the trl CLI's commands parse (as in trl.schema.json), not every TRL class.
+               histories=("transformers:TrainingArguments", *(f"trl:{c}" for c in (
+                   "SFTConfig", "DPOConfig", "GRPOConfig", "KTOConfig", "RewardConfig", "RLOOConfig", "DistillationConfig",
+                   "ModelConfig", "ScriptArguments", "DatasetMixtureConfig", "GRPOScriptArguments", "RLOOScriptArguments")))),
         Format("llamafactory", "yaml", "llamafactory.schema.json", "LLaMA-Factory training YAML", "LLaMA-Factory stops with an error",
                histories=("transformers:Seq2SeqTrainingArguments", "llamafactory:*")),
         Format("openrlhf", "shell", "openrlhf.schema.json", "launch script running an OpenRLHF trainer", "argparse stops with 'unrecognized arguments'",

@@ -316,10 +316,24 @@ def schema_findings(doc, fmt, framework_versions=None):
         doc.data = {k: v for k, v in doc.data.items() if k not in hidden}
     # A key the release in use has (or one the version-skew rule reports) is not "unknown" or
     # "removed" because the schema was made from another release.
-    by_history = valid_by_history(doc.data, fmt.name, fv) | {s.path for s in skew(doc.data, fmt.name, fv) if s.severity == "error"}
-    spots = {doc.where(p) for p in by_history}
+    # A removed-key finding (the schema's curated pointer to the successor) stays when the
+    # release in use lacks the key too; version-skew then leaves that key alone.
+    valid = {doc.where(p) for p in valid_by_history(doc.data, fmt.name, fv)}
+    skewed = {doc.where(s.path) for s in skew(doc.data, fmt.name, fv, schema) if s.severity == "error"}
     return [f for f in schemas.check(doc, schema, fmt.unknown_note)
-            if not (f.rule in ("unknown-key", "removed-key") and (f.line, f.column) in spots)]
+            if not ((f.line, f.column) in valid and f.rule in ("unknown-key", "removed-key")
+                    or (f.line, f.column) in skewed and f.rule == "unknown-key")]
+
+
+def schema_removes(schema, path):
+    """True when the format schema marks the key at path as removed (`"not": {}` with a pointer)."""
+    node = schema
+    for key in path:
+        props = node.get("properties") if isinstance(node, dict) else None
+        if not isinstance(props, dict) or key not in props:
+            return False
+        node = props[key]
+    return isinstance(node, dict) and node.get("not") == {}
 
 
 # ------------------------------------------------------------------------------------------
@@ -478,16 +492,19 @@ def _judge(name, key, owners, fmt, framework_versions):
     return ("error", f"{name}: valid in {h.framework} {last}, {gone}; the {h.framework} in use is {v}")
 
 
-def skew(data, fmt, framework_versions):
+def skew(data, fmt, framework_versions, schema=None):
     """Version skew of a document's keys against the key histories, at the versions in use
-    (pinned or given; the newest release read when neither)."""
+    (given, pinned, else the schema's release). Errors on keys the format schema already marks
+    as removed, with its pointer to the successor, are left to the schema."""
     from .formats import FORMATS
 
+    if schema is None and getattr(FORMATS.get(fmt), "schema", None):
+        schema = schemas.load_schema(FORMATS[fmt].schema)
     out = []
     dashes = "--" if getattr(FORMATS.get(fmt), "syntax", "") == "shell" else ""  # launch-script flags
     for path, owners in _walk(data, fmt):
         verdict = _judge(dashes + ".".join(path), path[-1], owners, fmt, framework_versions or {})
-        if verdict:
+        if verdict and not (verdict[0] == "error" and schema_removes(schema or {}, path)):
             out.append(Skew(path, *verdict))
     return out
 

@@ -55,11 +55,15 @@ def version_skew(setup):
 
     A key valid in the release in use is never an error because today's schema lacks it.
     Keys that schemas/versions.json tracks (renames, with their successor) are left to
-    framework-version, which names the replacement.
+    framework-version, which names the replacement; keys the format schema marks as removed
+    (with a pointer to the successor) are left to the schema when the release in use lacks
+    them; keys a custom script declares (--config-extras) are the script's.
     """
     for cfg in setup.configs:
         fv = config_versions(cfg, setup.options)
         renamed = {key for h in versions.for_format(cfg.kind) for key in h.tracked()}
+        # Keys the consuming script defines itself (--config-extras, or its entry point) are its own.
+        declared = set((setup.options.config_extras or {}).get(cfg.kind, {})) | set(getattr(cfg, "extras", None) or {})
         for s in versions.skew(cfg.data, cfg.kind, fv):
-            if not (len(s.path) == 1 and s.path[0] in renamed):
+            if not (len(s.path) == 1 and s.path[0] in renamed | declared):
                 yield cfg, s.path, s.message, s.severity

@@ -27,15 +27,16 @@ CUDA_CONTEXT = int(0.75 * GiB)
 # bench/published_memory's train split, never on its held-out part. Fitted on nvidia-smi and
 # max_memory_reserved figures, the fixed part also absorbs what neither term names (NCCL's
 # buffers, a context larger than CUDA_CONTEXT).
-ALLOCATOR_FIXED = int(2.00 * GiB)
-ALLOCATOR_SLACK = 0.30
-# With samples of different lengths, short-lived blocks of one step's sizes stay cached while the
-# next step's differently sized ones are allocated beside them: a cache of this many times the
-# short-lived bytes at the peak. Fitted like the two above. Torch frees such unused cached
-# segments and retries before it raises OOM (c10/cuda/CUDACachingAllocator.cpp,
-# DeviceCachingAllocator::malloc: release_cached_blocks, then alloc_block again), so it counts
-# in reserved and nvidia-smi figures, never in the verdict.
-ALLOCATOR_VARYING = 1.60
+ALLOCATOR_FIXED = int(3.25 * GiB)
+ALLOCATOR_SLACK = 0.00
+# With samples of different lengths every step frees and re-allocates its largest blocks, the
+# V-wide logits and loss tensors, in a size set by its token count; a larger step cannot reuse
+# the cached smaller ones and a smaller one splits the larger ones, so about this many times
+# those blocks stay cached beside the live ones. Fitted like the two above. Torch frees unused
+# cached segments and retries before it raises OOM (c10/cuda/CUDACachingAllocator.cpp,
+# DeviceCachingAllocator::malloc: release_cached_blocks, then alloc_block again), so this part
+# counts in reserved and nvidia-smi figures, never in the verdict.
+ALLOCATOR_VARYING = 1.80
 CATEGORIES = ("params", "grads", "master", "optimizer", "activations", "temporaries", "runtime", "generation")
 
 
@@ -450,7 +451,10 @@ def _reserved(c: _Plan, gpu_peak: float, at: Phase) -> dict:
     generation = c.base["generation"]
     allocated = gpu_peak - context - generation
     churn = at.by_category["activations"] + at.by_category["temporaries"]
-    reclaimable = ALLOCATOR_VARYING * churn if c.s.varying_lengths else 0.0
+    # the V-wide logits and loss tensors are the largest blocks a step frees and re-allocates in
+    # a size set by its token count
+    logits = c.act.forward_transient + c.act.backward_loss_transient if c.act else 0.0
+    reclaimable = ALLOCATOR_VARYING * logits if c.s.varying_lengths else 0.0
     reserved = allocated + ALLOCATOR_FIXED + ALLOCATOR_SLACK * churn + reclaimable
     return {"gpu_allocated_bytes": allocated, "gpu_reserved_bytes": reserved, "cuda_context_bytes": context,
             "gpu_card_bytes": reserved + context + generation, "reclaimable": reclaimable}

@@ -245,6 +245,29 @@ def test_verdict_is_about_reserved_memory_and_context_not_allocated():
     assert verdict(r.gpu_card_bytes, int(r.gpu_allocated_bytes + r.cuda_context_bytes) + 1) == "oom"
 
 
+def test_varying_lengths_cache_shows_in_reserved_but_not_in_the_verdict():
+    """Steps of different lengths leave differently sized logits/loss blocks cached: the reserved
+    and card figures grow by ALLOCATOR_VARYING times those transients (so in proportion to the
+    tokens), allocated does not, and the verdict ignores them because torch frees unused cached
+    segments and retries before raising OOM (CUDACachingAllocator.cpp: release_cached_blocks)."""
+    def pair(seq_len, gpu="A100-40GB"):
+        kw = dict(model="Qwen2.5-7B", gpu=gpu, lora_rank=8, gradient_checkpointing=True, framework="torch",
+                  seq_len=seq_len)
+        return estimate(Setup(**kw)), estimate(Setup(varying_lengths=True, **kw))
+    extra = {}
+    for seq_len in (1024, 4096):
+        fixed, varying = pair(seq_len)
+        assert varying.gpu_allocated_bytes == fixed.gpu_allocated_bytes
+        extra[seq_len] = varying.gpu_reserved_bytes - fixed.gpu_reserved_bytes
+        assert extra[seq_len] > 0
+        assert varying.gpu_card_bytes - fixed.gpu_card_bytes == pytest.approx(extra[seq_len])
+    assert extra[4096] == pytest.approx(4 * extra[1024], rel=1e-6)  # logits and loss tensors are per token
+    # at 4096 tokens the card figure with the cache exceeds 40 GiB, without it it fits: not an OOM
+    fixed, varying = pair(4096)
+    assert fixed.gpu_card_bytes < varying.gpu_bytes < varying.gpu_card_bytes
+    assert varying.verdict == fixed.verdict != "oom"
+
+
 def test_zero2_offload_with_accumulation_keeps_a_host_gradient_buffer():
     """stage_1_and_2.py copy_grads_in_partition(): with offload and micro steps before the boundary,
     async_accumulate_grad_in_cpu_via_gpu() sums each gradient of the partition in a host buffer of

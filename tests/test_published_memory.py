@@ -20,7 +20,7 @@ SETUP_KEYS = {
     "zero_stage", "offload_optimizer", "offload_param", "pin_memory", "gradient_checkpointing",
     "attn_implementation", "lora_rank", "lora_target", "method", "trainer", "framework", "ds",
     "quantization", "master_weights", "optimizer", "loss_kernel", "modules_to_save", "fsdp_offload",
-    "zero3_init", "image_slices", "deepspeed_version", "dpo_reference",
+    "zero3_init", "image_slices", "deepspeed_version", "dpo_reference", "varying_lengths",
 }
 VALUES = {
     "precision": {"bf16", "fp16", "fp32"}, "zero_stage": {0, 1, 2, 3},
@@ -29,6 +29,7 @@ VALUES = {
     "quantization": {"none", "4bit", "8bit"}, "loss_kernel": {"none", "liger", "chunked"},
     "attn_implementation": {"flash_attention_2", "sdpa", "eager"},
     "optimizer": {"adamw", "adamw_8bit", "paged_adamw_8bit", "paged_adamw_32bit", "sgd", "adafactor"},
+    "varying_lengths": {True, False},
     "trainer": {"hf", "trl", "llamafactory", "openrlhf", "axolotl", "torchtune", "swift", "unsloth", "deepspeed"},
 }
 

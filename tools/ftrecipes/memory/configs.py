@@ -37,7 +37,8 @@ _LF_STAGE = {"sft": "sft", "pt": "sft", "rm": "sft", "dpo": "dpo", "kto": "dpo"}
 
 # Setup fields a recipe does not render but `estimate NAME --set` may change (what-if keys)
 MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "loss_kernel", "modules_to_save",
-               "framework", "fsdp_offload", "zero3_init", "image_slices", "adapter_fp32", "trainer", "load_dtype")
+               "framework", "fsdp_offload", "zero3_init", "image_slices", "adapter_fp32", "trainer", "load_dtype",
+               "varying_lengths")
 
 
 class _File:
@@ -372,7 +373,7 @@ def parse_sets(items, allowed=MEMORY_KEYS) -> dict:
         if key not in allowed or key not in types:
             raise UserError(f"--set {item}: '{key}' is not a memory setting; known: {', '.join(allowed)}")
         try:
-            if key in ("double_quant", "master_weights", "adapter_fp32", "fsdp_offload", "zero3_init"):
+            if key in ("double_quant", "master_weights", "adapter_fp32", "fsdp_offload", "zero3_init", "varying_lengths"):
                 out[key] = coerce(raw, "boolean")
             elif key == "image_slices":
                 out[key] = coerce(raw, "integer")

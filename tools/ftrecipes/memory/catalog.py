@@ -314,3 +314,60 @@ def with_vision(shape: ModelShape, cfg: dict) -> ModelShape:
                         int(v.get("num_hidden_layers", 27)), int(v.get("num_attention_heads", 16)), patch,
                         slice_size, position, tokens, shape.hidden_size, projector)
     return replace(shape, vision=tower)
+
+
+@dataclass(frozen=True)
+class GPUPerf:
+    """Speed facts for the step-time model (steptime.py), from vendor datasheets.
+
+    peak_tflops: dense (no 2:4 sparsity) bf16 tensor-core TFLOPS, fp16 where the part has no bf16,
+    with fp32 accumulate. hbm_gbps: memory bandwidth. link_gbps: what one GPU can push to its peers
+    in one direction inside a node (NVLink / Infinity Fabric; PCIe for cards without it).
+    pcie_gbps: one direction of the host link, for offload traffic.
+    """
+
+    peak_tflops: float
+    hbm_gbps: float
+    link_gbps: float
+    pcie_gbps: float
+    source: str
+
+
+_PCIE4, _PCIE5 = 32.0, 64.0  # x16 lanes, one direction (PCI-SIG 4.0 / 5.0)
+# NVLink per GPU, both directions together, halved below: V100 NVLink2 300 GB/s, A100 NVLink3
+# 600 GB/s, A800 400 GB/s, H100/H200/H20 NVLink4 900 GB/s, B200 NVLink5 1.8 TB/s (NVIDIA
+# datasheets); MI300X: 7 Infinity Fabric links, 896 GB/s aggregate (AMD MI300X datasheet).
+GPU_PERF = {
+    "V100-16GB": GPUPerf(125, 900, 150, 16, "NVIDIA V100 datasheet (SXM2): 125 TFLOPS tensor fp16, 900 GB/s"),
+    "V100-32GB": GPUPerf(125, 900, 150, 16, "NVIDIA V100 datasheet (SXM2): 125 TFLOPS tensor fp16, 900 GB/s"),
+    "T4": GPUPerf(65, 320, _PCIE4 / 2, 16, "NVIDIA T4 datasheet: 65 TFLOPS fp16 tensor, 320 GB/s, PCIe 3.0"),
+    "A10": GPUPerf(125, 600, _PCIE4, _PCIE4, "NVIDIA A10 datasheet: 125 TFLOPS bf16 tensor (250 sparse), 600 GB/s"),
+    # AWS publishes no tensor figure for the A10G; we assume the A10's (an upper bound)
+    "A10G": GPUPerf(125, 600, _PCIE4, _PCIE4, "assumed = NVIDIA A10 datasheet; AWS g5: 600 GB/s"),
+    "L4": GPUPerf(121, 300, _PCIE4, _PCIE4, "NVIDIA L4 datasheet: 121 TFLOPS bf16 (242 sparse), 300 GB/s"),
+    "RTX-3090": GPUPerf(71, 936, _PCIE4, _PCIE4, "NVIDIA GA102 whitepaper: 71 TFLOPS bf16 fp32-acc, 936 GB/s"),
+    "RTX-4090": GPUPerf(165.2, 1008, _PCIE4, _PCIE4, "NVIDIA Ada whitepaper: 165.2 TFLOPS bf16 fp32-acc, 1008 GB/s"),
+    "RTX-5090": GPUPerf(209.5, 1792, _PCIE5, _PCIE5, "NVIDIA Blackwell GB202 whitepaper: 209.5 TFLOPS fp16 fp32-acc, 1792 GB/s"),
+    "A6000": GPUPerf(154.8, 768, _PCIE4, _PCIE4, "NVIDIA RTX A6000 datasheet: 309.7 TFLOPS tensor sparse = 154.8 dense, 768 GB/s"),
+    "L40S": GPUPerf(362, 864, _PCIE4, _PCIE4, "NVIDIA L40S datasheet: 362 TFLOPS bf16 (733 sparse), 864 GB/s"),
+    "A100-40GB": GPUPerf(312, 1555, 300, _PCIE4, "NVIDIA A100 datasheet: 312 TFLOPS bf16, 1555 GB/s, NVLink 600 GB/s"),
+    "A100-80GB": GPUPerf(312, 2039, 300, _PCIE4, "NVIDIA A100 datasheet: 312 TFLOPS bf16, 2039 GB/s (SXM), NVLink 600 GB/s"),
+    "A800-40GB": GPUPerf(312, 1555, 200, _PCIE4, "NVIDIA A800 datasheet: 312 TFLOPS bf16, NVLink 400 GB/s"),
+    "A800-80GB": GPUPerf(312, 2039, 200, _PCIE4, "NVIDIA A800 datasheet: 312 TFLOPS bf16, NVLink 400 GB/s"),
+    "H20": GPUPerf(148, 4000, 450, _PCIE5, "NVIDIA H20 product brief: 148 TFLOPS bf16, 4.0 TB/s, NVLink 900 GB/s"),
+    "H100-80GB": GPUPerf(989, 3350, 450, _PCIE5, "NVIDIA H100 datasheet (SXM): 989 TFLOPS bf16, 3.35 TB/s, NVLink 900 GB/s"),
+    "H200": GPUPerf(989, 4800, 450, _PCIE5, "NVIDIA H200 datasheet (SXM): 989 TFLOPS bf16, 4.8 TB/s, NVLink 900 GB/s"),
+    "B200": GPUPerf(2250, 8000, 900, _PCIE5, "NVIDIA HGX B200 datasheet: 2.25 PFLOPS bf16 dense per GPU, 8 TB/s, NVLink 1.8 TB/s"),
+    "MI300X": GPUPerf(1307.4, 5300, 448, _PCIE5, "AMD Instinct MI300X datasheet: 1307.4 TFLOPS bf16 dense, 5.3 TB/s, 896 GB/s IF"),
+}
+# Between nodes, per node, one direction. DGX/HGX reference designs give every GPU its own NIC
+# (DGX A100: 8x 200 Gb/s HDR InfiniBand = 200 GB/s a node; DGX H100 / B200: 8x 400 Gb/s NDR =
+# 400 GB/s a node, NVIDIA DGX user guides). NCCL runs one ring channel per NIC, so a ring that
+# spans nodes moves data at the node's NIC total, capped by the GPUs' own links (steptime.py).
+# Other systems: one 100 Gb/s Ethernet port a node.
+INTER_NODE_GBPS = {"ampere": 200.0, "hopper": 400.0, "blackwell": 400.0, "cdna3": 400.0}
+INTER_NODE_DEFAULT_GBPS = 12.5
+
+
+def gpu_perf(name: str) -> GPUPerf:
+    return GPU_PERF[gpu(name).name]

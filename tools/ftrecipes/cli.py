@@ -205,10 +205,11 @@ def build_parser():
 
 def _register_optional(sub):
     # Sub-commands living in their own subpackages register themselves.
-    from . import smoke
+    from . import plan, smoke
     from .memory import cli as memory_cli
 
     memory_cli.register(sub)
+    plan.register(sub)
     smoke.register(sub)
     sub.choices["estimate"].set_defaults(func=_cmd_estimate)
 

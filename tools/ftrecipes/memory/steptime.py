@@ -12,9 +12,10 @@ frozen weights (LoRA/QLoRA) no weight-gradient GEMM, so their backward is one fo
 Communication per GPU, ring collectives of M bytes moving (n-1)/n·M per reduce-scatter or
 all-gather: DDP all-reduces gradients (2x); ZeRO-1/2 reduce-scatter gradients and all-gather
 updated parameters (2x, Rajbhandari et al. 2020 §7); ZeRO-3/FSDP add one all-gather in
-backward (3x). Assumption, stated: bucketing and prefetch overlap communication with compute
-fully, so a step takes the longer of the two; CPU Adam and the dequantisation of 4-bit weights
-are not overlapped.
+backward (3x). Assumptions, stated: bucketing and prefetch overlap collectives with compute
+fully, so a step takes the longer of the two; offload traffic over PCIe, CPU Adam and the
+dequantisation of 4-bit weights are on the critical path (not overlapped), which is
+conservative for DeepSpeed's overlapped gradient offload.
 """
 from __future__ import annotations
 
@@ -189,8 +190,8 @@ def step_time(s: Setup, completion_len: int | None = None, *, achieved: float | 
         completion = completion_len or s.seq_len // 2
         parts["generation"] = _generation_seconds(s, m, params, perf, seqs, completion, eff)
         notes.append(f"GRPO: {completion} completion tokens per sequence, decode bandwidth-bound")
-    overlapped = max(parts["compute"], parts["comm"], parts.get("offload_pcie", 0.0))
-    seconds = overlapped + parts.get("dequant", 0.0) + parts.get("cpu_adam", 0.0) + parts.get("generation", 0.0)
+    serial = ("offload_pcie", "dequant", "cpu_adam", "generation")
+    seconds = max(parts["compute"], parts["comm"]) + sum(parts.get(k, 0.0) for k in serial)
     total_tokens = tokens * s.gpus
     mfu = model_flops_per_token(sh, s.seq_len) * total_tokens / (seconds * peak * s.gpus)
     return StepTime(seconds, total_tokens / seconds, mfu, parts, notes)

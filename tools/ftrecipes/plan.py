@@ -1,0 +1,289 @@
+"""`ftrecipes plan`: the fastest training setup that fits, searched over what the memory model
+expresses and ranked by the step-time model (memory/steptime.py). Base install only.
+
+Every candidate is a memory.Setup; one the memory model calls `oom` (GPU, or host when
+--host-ram is given) is never proposed. Candidates that only differ in settings the step-time
+model does not see (attention kernel, fused loss) collapse into the one with most headroom.
+`tight` candidates are shown only when nothing `fits`.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import asdict, dataclass, replace
+
+from .errors import UserError
+from .memory import catalog
+from .memory.estimate import Result, Setup, estimate
+from .memory.steptime import StepTime, step_time
+
+METHODS = ("sft", "lora", "qlora", "dpo", "grpo")
+# Distributed back ends each trainer can drive. TRL/accelerate: DeepSpeed, FSDP2, DDP; LLaMA-Factory
+# launches DeepSpeed or FSDP through accelerate; OpenRLHF trains with DeepSpeed only.
+BACKENDS = {
+    "trl": ("deepspeed", "fsdp2", "ddp"), "accelerate": ("deepspeed", "fsdp2", "ddp"),
+    "llamafactory": ("deepspeed", "fsdp", "ddp"), "openrlhf": ("deepspeed",),
+}
+# Liger's fused linear + cross-entropy: TRL (use_liger_kernel) and LLaMA-Factory (enable_liger_kernel)
+LIGER = ("trl", "llamafactory", "accelerate")
+FLASH_GENERATIONS = ("ampere", "ada", "hopper", "blackwell")  # flash-attn 2 needs sm80+
+MAX_MICRO = 64
+
+
+@dataclass
+class Candidate:
+    setup: Setup
+    memory: Result
+    speed: StepTime
+
+    @property
+    def headroom(self) -> float:
+        return 1 - self.memory.gpu_card_bytes / self.memory.gpu_bytes
+
+
+def parse_gpus(text: str) -> tuple[int, str]:
+    """'8xA100-80GB' -> (8, 'A100-80GB'); a bare name means one GPU."""
+    m = re.fullmatch(r"\s*(?:(\d+)\s*[xX*]\s*)?(.+?)\s*", text or "")
+    if not m:
+        raise UserError(f"--gpus {text!r}: expected COUNTxGPU, e.g. 8xA100-80GB")
+    count = int(m.group(1) or 1)
+    try:
+        name = catalog.gpu(m.group(2)).name
+    except KeyError as e:
+        raise UserError(f"--gpus: {e.args[0]}") from None
+    if count < 1:
+        raise UserError(f"--gpus {text!r}: need at least one GPU")
+    return count, name
+
+
+def _backends(framework: str, method: str, n: int):
+    """(label fields) for each sharding / offload choice the trainer supports."""
+    out = []
+    for b in BACKENDS[framework]:
+        if b == "deepspeed":
+            # on one GPU ZeRO partitions nothing: plain DeepSpeed, or ZeRO-Offload (stage 2) /
+            # ZeRO-Infinity (stage 3) for what they move to the CPU
+            for stage in (range(4) if n > 1 else (0,)):
+                out.append(dict(framework="deepspeed", zero_stage=stage))
+            for stage in ((1, 2, 3) if n > 1 else (2,)):
+                out.append(dict(framework="deepspeed", zero_stage=stage, offload_optimizer="cpu"))
+            out.append(dict(framework="deepspeed", zero_stage=3, offload_optimizer="cpu", offload_param="cpu"))
+        elif b in ("fsdp", "fsdp2") and n > 1:
+            out.append(dict(framework=b))
+            out.append(dict(framework=b, fsdp_offload=True))
+        elif b == "ddp":
+            out.append(dict(framework="ddp" if n > 1 else "torch"))
+    if method in ("lora", "qlora"):  # parameters frozen: offloading their optimizer buys nothing
+        out = [o for o in out if o.get("offload_optimizer", "none") == "none" or o.get("offload_param")]
+    return out
+
+
+def _method_fields(method: str, lora_rank: int) -> dict:
+    if method == "lora":
+        return dict(method="sft", lora_rank=lora_rank, lora_target="all")
+    if method == "qlora":
+        return dict(method="sft", lora_rank=lora_rank, lora_target="all", quantization="4bit")
+    return dict(method=method)
+
+
+def _generation_modes(method: str, gpus: int, global_batch: int):
+    if method != "grpo":
+        return [dict()]
+    modes = [dict(vllm_mode="colocate")]
+    # one GPU serving vLLM for the others, when the batch still splits over the trainers
+    if gpus > 1 and global_batch % (gpus - 1) == 0:
+        modes.append(dict(vllm_mode="server", vllm_gpus=1, gpus=gpus - 1))
+    return modes
+
+
+def _micro_batches(per_gpu: int):
+    return [m for m in range(1, min(per_gpu, MAX_MICRO) + 1) if per_gpu % m == 0]
+
+
+def candidates(base: Setup, method: str, framework: str, global_batch: int, lora_rank: int = 16):
+    """Every Setup the search considers (not yet estimated)."""
+    gpu = catalog.gpu(base.gpu)
+    attns = ["flash_attention_2", "sdpa"] if gpu.generation in FLASH_GENERATIONS else ["sdpa"]
+    kernels = ["none", "liger"] if framework in LIGER else ["none"]
+    optimizers = ["adamw", "adamw_8bit"] if method in ("sft", "dpo", "grpo") and framework != "openrlhf" else ["adamw"]
+    mf = _method_fields(method, lora_rank)
+    for gen in _generation_modes(method, base.gpus, global_batch):
+        n = gen.get("gpus", base.gpus)
+        if global_batch % n:
+            continue
+        per_gpu = global_batch // n
+        for be in _backends(framework, method, n):
+            for opt in optimizers:
+                # bitsandbytes 8-bit states are not ZeRO/FSDP-partitioned or CPU-offloaded here
+                if opt != "adamw" and be["framework"] not in ("ddp", "torch"):
+                    continue
+                for ckpt in (False, True):
+                    for attn in attns:
+                        for kernel in kernels:
+                            for micro in _micro_batches(per_gpu):
+                                yield replace(base, **mf, **be, **gen, optimizer=opt, gradient_checkpointing=ckpt,
+                                              attn_implementation=attn, loss_kernel=kernel, micro_batch=micro,
+                                              grad_accum=per_gpu // micro, trainer=framework)
+
+
+def _speed_key(s: Setup) -> tuple:
+    return (s.framework, s.zero_stage, s.offload_optimizer, s.offload_param, s.fsdp_offload, s.optimizer,
+            s.gradient_checkpointing, s.micro_batch, s.vllm_mode, s.gpus)
+
+
+def search(base: Setup, method: str, framework: str, global_batch: int, lora_rank: int = 16) -> list[Candidate]:
+    """Candidates that do not run out of memory, fastest first (`fits` before `tight`)."""
+    best: dict = {}
+    oom: set = set()
+    for s in candidates(base, method, framework, global_batch, lora_rank):
+        key = _speed_key(s)
+        # micro batches come smallest first and memory grows with them: once one runs out of
+        # memory, the larger ones of the same setting are not estimated (the search's main pruning)
+        same_but_micro = replace(s, micro_batch=0, grad_accum=0)
+        sig = repr(same_but_micro)
+        if sig in oom:
+            continue
+        r = estimate(s)
+        if r.verdict == "oom" or r.host_verdict == "oom":
+            oom.add(sig)
+            continue
+        prev = best.get(key)
+        if prev is not None and prev.memory.gpu_card_bytes <= r.gpu_card_bytes:
+            continue
+        best[key] = Candidate(s, r, prev.speed if prev else step_time(s))
+    ranked = sorted(best.values(), key=lambda c: (c.memory.verdict != "fits", -c.speed.tokens_per_s,
+                                                  _complexity(c.setup), -c.headroom))
+    if any(c.memory.verdict == "fits" for c in ranked):
+        ranked = [c for c in ranked if c.memory.verdict == "fits"]
+    return ranked
+
+
+def _complexity(s: Setup) -> int:
+    """Ties in speed go to the setup with fewer moving parts: offload needs host RAM and CPU
+    time the model may not see; 8-bit optimizers change the numerics."""
+    return (2 * (s.offload_param != "none") + (s.offload_optimizer != "none") + s.fsdp_offload
+            + (s.optimizer != "adamw"))
+
+
+def describe(s: Setup) -> str:
+    if s.framework == "deepspeed":
+        parts = [f"ZeRO-{s.zero_stage}"]
+        if s.offload_optimizer != "none":
+            parts.append("offload optimizer")
+        if s.offload_param != "none":
+            parts.append("offload params")
+    elif s.framework in ("fsdp", "fsdp2"):
+        parts = [s.framework.upper()] + (["CPU offload"] if s.fsdp_offload else [])
+    else:
+        parts = ["DDP" if s.framework == "ddp" else "single GPU"]
+    parts.append(f"micro {s.micro_batch} x accum {s.grad_accum}")
+    parts.append("checkpointing" if s.gradient_checkpointing else "no checkpointing")
+    parts.append(s.attn_implementation)
+    if s.loss_kernel != "none":
+        parts.append(f"{s.loss_kernel} loss")
+    if s.optimizer != "adamw":
+        parts.append(s.optimizer)
+    if s.lora_rank:
+        parts.append(("QLoRA" if s.quantization == "4bit" else "LoRA") + f" r{s.lora_rank}")
+    if s.vllm_mode != "none":
+        parts.append(f"vLLM {s.vllm_mode}" + (f" on {s.vllm_gpus} GPU" if s.vllm_mode == "server" else ""))
+    parts.append(s.precision)
+    return ", ".join(parts)
+
+
+_WATCHED = ("framework", "zero_stage", "offload_optimizer", "offload_param", "fsdp_offload", "optimizer",
+            "gradient_checkpointing", "micro_batch", "grad_accum", "vllm_mode", "gpus")
+
+
+def why(a: Candidate, b: Candidate) -> str:
+    """One line: how `a` differs from the runner-up `b` and where its time goes instead."""
+    gain = a.speed.tokens_per_s / b.speed.tokens_per_s - 1
+    both_ds = a.setup.framework == b.setup.framework == "deepspeed"
+    diffs = [f"{k} {getattr(a.setup, k)} vs {getattr(b.setup, k)}" for k in _WATCHED
+             if getattr(a.setup, k) != getattr(b.setup, k) and (both_ds or k != "zero_stage")]
+    differs = "; ".join(diffs) or "same speed settings"
+    if abs(gain) < 0.005:
+        reason = ("fewer offloads / stock optimizer" if _complexity(a.setup) < _complexity(b.setup)
+                  else f"more memory headroom ({a.headroom:.0%} vs {b.headroom:.0%})")
+        return f"same predicted speed as the next ({differs}); ranked first for {reason}"
+    parts = set(a.speed.parts) | set(b.speed.parts)
+    part = max(parts, key=lambda p: b.speed.parts.get(p, 0) - a.speed.parts.get(p, 0))
+    return (f"{gain:+.0%} tokens/s over the next ({differs}): "
+            f"{part} {a.speed.parts.get(part, 0):.2f}s vs {b.speed.parts.get(part, 0):.2f}s per step")
+
+
+def to_json(ranked: list, top: int) -> dict:
+    out = []
+    for i, c in enumerate(ranked[:top]):
+        d = {"rank": i + 1, "summary": describe(c.setup), **c.speed.to_json(),
+             "verdict": c.memory.verdict, "gpu_card_bytes": round(c.memory.gpu_card_bytes),
+             "gpu_bytes": c.memory.gpu_bytes, "headroom": round(c.headroom, 4),
+             "host_peak_bytes": round(c.memory.host_peak_bytes), "setup": asdict(c.setup)}
+        if i + 1 < len(ranked):
+            d["why"] = why(c, ranked[i + 1])
+        out.append(d)
+    return {"candidates": out, "searched_fitting": len(ranked)}
+
+
+def render_text(ranked: list, top: int) -> str:
+    gib = 1024 ** 3
+    lines = []
+    for i, c in enumerate(ranked[:top]):
+        lines.append(f"#{i + 1} {c.speed.tokens_per_s:,.0f} tokens/s, {c.speed.seconds:.2f} s/step, "
+                     f"MFU {c.speed.mfu:.0%}  | {describe(c.setup)}")
+        lines.append(f"    memory {c.memory.gpu_card_bytes / gib:.1f} of {c.memory.gpu_bytes / gib:.1f} GiB per GPU "
+                     f"({c.headroom:.0%} headroom, {c.memory.verdict}); host {c.memory.host_peak_bytes / gib:.0f} GiB")
+        if i + 1 < len(ranked):
+            lines.append(f"    why: {why(c, ranked[i + 1])}")
+    return "\n".join(lines)
+
+
+def _base(a) -> Setup:
+    count, gpu_name = parse_gpus(a.gpus)
+    try:
+        catalog.model(a.model)
+    except KeyError as e:
+        raise UserError(f"--model: {e.args[0]}") from None
+    except (OSError, ValueError) as e:
+        raise UserError(f"--model {a.model!r}: cannot read it as a config.json ({e})") from None
+    for flag, v in (("--seq-len", a.seq_len), ("--global-batch", a.global_batch), ("--nodes", a.nodes),
+                    ("--top", a.top), ("--lora-rank", a.lora_rank)):
+        if v < 1:
+            raise UserError(f"{flag} {v}: must be at least 1")
+    gpus = count * a.nodes
+    if a.method != "grpo" and a.global_batch % gpus:
+        raise UserError(f"--global-batch {a.global_batch} is not a multiple of the {gpus} data-parallel GPUs")
+    gpu = catalog.gpu(gpu_name)
+    host = int(a.host_ram * 1024 ** 3) if a.host_ram else None
+    return Setup(model=a.model, gpu=gpu_name, gpus=gpus, gpus_per_node=count, nodes=a.nodes, seq_len=a.seq_len,
+                 precision="bf16" if gpu.bf16 else "fp16", host_ram_bytes=host)
+
+
+def main(a) -> int:
+    base = _base(a)
+    ranked = search(base, a.method, a.framework, a.global_batch, a.lora_rank)
+    if not ranked:
+        print(f"plan: nothing fits {a.model} ({a.method}) on {a.gpus} x {a.nodes} node(s) at seq_len {a.seq_len}; "
+              "try `ftrecipes estimate` for the closest setup and its remedies", file=sys.stderr)
+        return 3
+    print(json.dumps(to_json(ranked, a.top), indent=1) if a.json else render_text(ranked, a.top))
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("plan", help="fastest setup that fits: search sharding, offload, batch and kernels",
+                       description="Search ZeRO/FSDP/DDP, offload, checkpointing and micro batch for the fastest "
+                                   "setup the memory model does not call oom.")
+    p.add_argument("--model", required=True, help="catalog name or a HF config.json")
+    p.add_argument("--method", required=True, choices=METHODS)
+    p.add_argument("--gpus", required=True, help="GPUs per node, e.g. 8xA100-80GB")
+    p.add_argument("--nodes", type=int, default=1)
+    p.add_argument("--seq-len", type=int, required=True)
+    p.add_argument("--global-batch", type=int, required=True, help="sequences (DPO: pairs) per optimizer step")
+    p.add_argument("--host-ram", type=float, help="host RAM per node, GiB (offload candidates must fit it)")
+    p.add_argument("--framework", choices=sorted(BACKENDS), default="trl")
+    p.add_argument("--lora-rank", type=int, default=16)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--top", type=int, default=5)
+    p.set_defaults(func=main)

@@ -57,7 +57,7 @@ def parse_gpus(text: str) -> tuple[int, str]:
     return count, name
 
 
-def _backends(framework: str, method: str, n: int):
+def _backends(framework: str, full: bool, n: int):
     """(label fields) for each sharding / offload choice the trainer supports."""
     out = []
     for b in BACKENDS[framework]:
@@ -74,16 +74,19 @@ def _backends(framework: str, method: str, n: int):
             out.append(dict(framework=b, fsdp_offload=True))
         elif b == "ddp":
             out.append(dict(framework="ddp" if n > 1 else "torch"))
-    if method in ("lora", "qlora"):  # parameters frozen: offloading their optimizer buys nothing
+    if not full:  # parameters frozen: offloading their optimizer buys nothing
         out = [o for o in out if o.get("offload_optimizer", "none") == "none" or o.get("offload_param")]
     return out
 
 
-def _method_fields(method: str, lora_rank: int) -> dict:
-    if method == "lora":
-        return dict(method="sft", lora_rank=lora_rank, lora_target="all")
-    if method == "qlora":
-        return dict(method="sft", lora_rank=lora_rank, lora_target="all", quantization="4bit")
+def _method_fields(method: str, lora_rank: int, adapter: str = "none") -> dict:
+    """Setup fields of a method; `adapter` trains DPO/GRPO through LoRA or QLoRA too."""
+    if method in ("lora", "qlora"):
+        method, adapter = "sft", method
+    if adapter == "lora":
+        return dict(method=method, lora_rank=lora_rank, lora_target="all")
+    if adapter == "qlora":
+        return dict(method=method, lora_rank=lora_rank, lora_target="all", quantization="4bit")
     return dict(method=method)
 
 
@@ -101,19 +104,21 @@ def _micro_batches(per_gpu: int):
     return [m for m in range(1, min(per_gpu, MAX_MICRO) + 1) if per_gpu % m == 0]
 
 
-def candidates(base: Setup, method: str, framework: str, global_batch: int, lora_rank: int = 16):
+def candidates(base: Setup, method: str, framework: str, global_batch: int, lora_rank: int = 16,
+               adapter: str = "none"):
     """Every Setup the search considers (not yet estimated)."""
     gpu = catalog.gpu(base.gpu)
     attns = ["flash_attention_2", "sdpa"] if gpu.generation in FLASH_GENERATIONS else ["sdpa"]
     kernels = ["none", "liger"] if framework in LIGER else ["none"]
-    optimizers = ["adamw", "adamw_8bit"] if method in ("sft", "dpo", "grpo") and framework != "openrlhf" else ["adamw"]
-    mf = _method_fields(method, lora_rank)
+    mf = _method_fields(method, lora_rank, adapter)
+    full = not mf.get("lora_rank")
+    optimizers = ["adamw", "adamw_8bit"] if full and framework != "openrlhf" else ["adamw"]
     for gen in _generation_modes(method, base.gpus, global_batch):
         n = gen.get("gpus", base.gpus)
         if global_batch % n:
             continue
         per_gpu = global_batch // n
-        for be in _backends(framework, method, n):
+        for be in _backends(framework, full, n):
             for opt in optimizers:
                 # bitsandbytes 8-bit states are not ZeRO/FSDP-partitioned or CPU-offloaded here
                 if opt != "adamw" and be["framework"] not in ("ddp", "torch"):
@@ -132,11 +137,12 @@ def _speed_key(s: Setup) -> tuple:
             s.gradient_checkpointing, s.micro_batch, s.vllm_mode, s.gpus)
 
 
-def search(base: Setup, method: str, framework: str, global_batch: int, lora_rank: int = 16) -> list[Candidate]:
+def search(base: Setup, method: str, framework: str, global_batch: int, lora_rank: int = 16,
+           adapter: str = "none") -> list[Candidate]:
     """Candidates that do not run out of memory, fastest first (`fits` before `tight`)."""
     best: dict = {}
     oom: set = set()
-    for s in candidates(base, method, framework, global_batch, lora_rank):
+    for s in candidates(base, method, framework, global_batch, lora_rank, adapter):
         key = _speed_key(s)
         # micro batches come smallest first and memory grows with them: once one runs out of
         # memory, the larger ones of the same setting are not estimated (the search's main pruning)
@@ -252,7 +258,7 @@ def _base(a) -> Setup:
         if v < 1:
             raise UserError(f"{flag} {v}: must be at least 1")
     gpus = count * a.nodes
-    if a.method != "grpo" and a.global_batch % gpus:
+    if a.global_batch % gpus:
         raise UserError(f"--global-batch {a.global_batch} is not a multiple of the {gpus} data-parallel GPUs")
     gpu = catalog.gpu(gpu_name)
     host = int(a.host_ram * 1024 ** 3) if a.host_ram else None
@@ -262,7 +268,7 @@ def _base(a) -> Setup:
 
 def main(a) -> int:
     base = _base(a)
-    ranked = search(base, a.method, a.framework, a.global_batch, a.lora_rank)
+    ranked = search(base, a.method, a.framework, a.global_batch, a.lora_rank, a.adapter)
     if not ranked:
         print(f"plan: nothing fits {a.model} ({a.method}) on {a.gpus} x {a.nodes} node(s) at seq_len {a.seq_len}; "
               "try `ftrecipes estimate` for the closest setup and its remedies", file=sys.stderr)
@@ -283,6 +289,8 @@ def register(sub) -> None:
     p.add_argument("--global-batch", type=int, required=True, help="sequences (DPO: pairs) per optimizer step")
     p.add_argument("--host-ram", type=float, help="host RAM per node, GiB (offload candidates must fit it)")
     p.add_argument("--framework", choices=sorted(BACKENDS), default="trl")
+    p.add_argument("--adapter", choices=["none", "lora", "qlora"], default="none",
+                   help="train dpo/grpo through LoRA or QLoRA adapters (sft: use --method lora/qlora)")
     p.add_argument("--lora-rank", type=int, default=16)
     p.add_argument("--json", action="store_true")
     p.add_argument("--top", type=int, default=5)

@@ -165,11 +165,13 @@ def search(base: Setup, method: str, framework: str, global_batch: int, lora_ran
     return ranked
 
 
-def _complexity(s: Setup) -> int:
+def _complexity(s: Setup) -> tuple:
     """Ties in speed go to the setup with fewer moving parts: offload needs host RAM and CPU
-    time the model may not see; 8-bit optimizers change the numerics."""
-    return (2 * (s.offload_param != "none") + (s.offload_optimizer != "none") + s.fsdp_offload
-            + (s.optimizer != "adamw"))
+    time, 8-bit optimizers change the numerics, and each sharding level adds collectives whose
+    latency the bandwidth model does not see."""
+    offload = 2 * (s.offload_param != "none") + (s.offload_optimizer != "none") + s.fsdp_offload
+    shard = 3 if s.framework in ("fsdp", "fsdp2") else s.zero_stage if s.framework == "deepspeed" else 0
+    return (offload, s.optimizer != "adamw", shard)
 
 
 def describe(s: Setup) -> str:
@@ -210,8 +212,9 @@ def why(a: Candidate, b: Candidate) -> str:
              if getattr(a.setup, k) != getattr(b.setup, k) and (both_ds or k != "zero_stage")]
     differs = "; ".join(diffs) or "same speed settings"
     if abs(gain) < 0.005:
-        reason = ("fewer offloads / stock optimizer" if _complexity(a.setup) < _complexity(b.setup)
-                  else f"more memory headroom ({a.headroom:.0%} vs {b.headroom:.0%})")
+        ca, cb = _complexity(a.setup), _complexity(b.setup)
+        reason = next((r for r, x, y in zip(("fewer offloads", "the stock optimizer", "less sharding"), ca, cb)
+                       if x != y), f"more memory headroom ({a.headroom:.0%} vs {b.headroom:.0%})")
         return f"same predicted speed as the next ({differs}); ranked first for {reason}"
     parts = set(a.speed.parts) | set(b.speed.parts)
     part = max(parts, key=lambda p: b.speed.parts.get(p, 0) - a.speed.parts.get(p, 0))

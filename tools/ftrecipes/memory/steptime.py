@@ -195,5 +195,9 @@ def step_time(s: Setup, completion_len: int | None = None, *, achieved: float | 
     serial = ("offload_pcie", "dequant", "cpu_adam", "generation")
     seconds = max(parts["compute"], parts["comm"]) + sum(parts.get(k, 0.0) for k in serial)
     total_tokens = tokens * s.gpus
-    mfu = model_flops_per_token(sh, s.seq_len) * total_tokens / (seconds * peak * s.gpus)
+    # MFU counts the FLOPs the method needs (PaLM's 6N + attention for full training; frozen
+    # weights skip weight gradients; DPO's reference forward), never recomputation
+    needed = hardware_flops_per_token(sh, s.seq_len, frozen=frozen, trainable=trainable if frozen else 0,
+                                      reference_forward=ref)
+    mfu = needed * total_tokens / (seconds * peak * s.gpus)
     return StepTime(seconds, total_tokens / seconds, mfu, parts, notes)

@@ -1,0 +1,118 @@
+"""`ftrecipes plan`: never proposes what the memory model calls oom, respects host RAM, finds a
+fitting setup for each post-mortem's hardware, and rejects bad input in one line."""
+from dataclasses import replace
+
+import pytest
+
+from ftrecipes import cli, plan
+from ftrecipes.memory import catalog
+from ftrecipes.memory.estimate import Setup, estimate
+
+GiB = 1024 ** 3
+# one 24 GB card up to two nodes of eight H100
+BUDGETS = [("RTX-4090", 1, 1), ("A100-80GB", 1, 1), ("A100-80GB", 8, 1), ("H100-80GB", 8, 2)]
+# catalog models, one per shape (the -Instruct / -it / -Chat aliases share their base's)
+MODELS = sorted({(m.hidden_size, m.intermediate_size, m.num_hidden_layers, m.num_key_value_heads, m.vocab_size,
+                  m.vision): m.name for m in catalog.MODELS.values()}.values())
+
+
+def _base(model, gpu, per_node, nodes, seq=1024, host=None):
+    return Setup(model=model, gpu=gpu, gpus=per_node * nodes, gpus_per_node=per_node, nodes=nodes, seq_len=seq,
+                 precision="bf16" if catalog.gpu(gpu).bf16 else "fp16", host_ram_bytes=host)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_plan_never_proposes_oom(model):
+    """Every candidate plan returns is re-estimated from its Setup alone: none may be oom."""
+    for gpu, per_node, nodes in BUDGETS:
+        for method in plan.METHODS:
+            base = _base(model, gpu, per_node, nodes, host=512 * GiB)
+            ranked = plan.search(base, method, "trl", 16 * per_node * nodes)
+            for c in ranked:
+                again = estimate(c.setup)
+                assert again.verdict != "oom", (model, gpu, method, plan.describe(c.setup))
+                assert again.host_verdict != "oom", (model, gpu, method, plan.describe(c.setup))
+                assert c.setup.micro_batch * c.setup.grad_accum * c.setup.gpus == 16 * per_node * nodes
+            if ranked:
+                top = ranked[0]
+                assert all(top.speed.tokens_per_s >= c.speed.tokens_per_s for c in ranked
+                           if c.memory.verdict == top.memory.verdict)
+
+
+def test_host_ram_excludes_offload_that_does_not_fit_it():
+    base = _base("Llama-3-8B", "RTX-4090", 1, 1, seq=1024)
+    roomy = plan.search(replace(base, host_ram_bytes=512 * GiB), "sft", "trl", 8)
+    assert roomy and all(c.setup.offload_optimizer != "none" or c.setup.fsdp_offload for c in roomy)
+    # full fine-tuning of 8B parameters needs >100 GiB of CPU Adam states: 64 GiB cannot hold them
+    assert plan.search(replace(base, host_ram_bytes=64 * GiB), "sft", "trl", 8) == []
+
+
+def _top(model, gpu, per_node, method, seq, batch, framework, host=None, adapter="none", nodes=1):
+    ranked = plan.search(_base(model, gpu, per_node, nodes, seq, host), method, framework, batch, 16, adapter)
+    assert ranked, (model, gpu, method)
+    assert estimate(ranked[0].setup).verdict != "oom"
+    return ranked[0]
+
+
+def test_pm4_llama8b_full_sft_one_a100_needs_offload_like_the_recipe():
+    """Post-mortem 4 / recipe llama8b-sft-a100x1: ZeRO-2 without offload ran out of memory in the
+    step; the recipe offloads the optimizer. The plan must offload too (no 8-bit optimizer under
+    OpenRLHF)."""
+    top = _top("Llama-3-8B", "A100-80GB", 1, "sft", 2048, 64, "openrlhf", host=256 * GiB)
+    assert top.setup.framework == "deepspeed" and top.setup.offload_optimizer == "cpu"
+
+
+def test_pm3_minicpmv_two_a100_40gb_with_128gib_host_finds_a_fit():
+    """Post-mortem 3: full MiniCPM-V on 2x A100-40GB; the recipe uses ZeRO-3 + both offloads.
+    With the reported 128 GiB host the memory model rejects offloading everything, so what plan
+    proposes must be a setup that keeps host memory under it."""
+    ranked = plan.search(_base("MiniCPM-V-2_6", "A100-40GB", 2, 1, 2048, 128 * GiB), "sft", "trl", 8)
+    for c in ranked:
+        assert c.memory.host_peak_bytes <= 128 * GiB
+
+
+def test_pm5_qwen7b_lora_dpo_eight_v100_fits_in_fp16():
+    """Post-mortem 5 / recipe qwen7b-dpo-v100x8 (LoRA DPO, cutoff 1536, fp16 ZeRO-2 + offload)."""
+    top = _top("Qwen2.5-7B-Instruct", "V100-32GB", 8, "dpo", 1536, 32, "llamafactory", 500 * GiB, adapter="lora")
+    assert top.setup.precision == "fp16" and top.setup.attn_implementation == "sdpa" and top.setup.lora_rank
+
+
+def test_pm1_grpo_lora_eight_h100_fits():
+    """Post-mortem 1 / recipe qwen7b-lora-h100x8: GRPO with LoRA, vLLM sharing the node."""
+    top = _top("Qwen2.5-7B-Instruct", "H100-80GB", 8, "grpo", 2048, 128, "trl", adapter="lora")
+    assert top.setup.vllm_mode in ("colocate", "server") and top.speed.parts["generation"] > 0
+
+
+def test_recipe_lora_zero2_two_a100():
+    top = _top("Qwen-7B-Chat", "A100-80GB", 2, "lora", 2048, 32, "trl")
+    assert top.setup.lora_rank == 16 and top.memory.verdict == "fits"
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--model", "nope"], "--model"),
+    (["--gpus", "8xZ100"], "unknown GPU"),
+    (["--global-batch", "12"], "not a multiple"),
+    (["--seq-len", "0"], "--seq-len"),
+])
+def test_bad_input_is_one_line_exit_2(argv, needle, capsys):
+    args = dict(zip(["--model", "--method", "--gpus", "--seq-len", "--global-batch"],
+                    ["Qwen2.5-7B", "sft", "8xA100-80GB", "1024", "16"]))
+    args.update(dict(zip(argv[::2], argv[1::2])))
+    rc = cli.main(["plan", *[x for kv in args.items() for x in kv]])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and needle in err and "\n" not in err and "Traceback" not in err
+
+
+def test_cli_json_and_text(capsys):
+    import json
+
+    rc = cli.main(["plan", "--model", "Qwen2.5-7B", "--method", "lora", "--gpus", "2xA100-80GB",
+                   "--seq-len", "2048", "--global-batch", "32", "--json", "--top", "3"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and 1 <= len(out["candidates"]) <= 3
+    first = out["candidates"][0]
+    assert first["verdict"] in ("fits", "tight") and first["tokens_per_s"] > 0 and "why" in first
+    rc = cli.main(["plan", "--model", "Qwen2.5-7B", "--method", "lora", "--gpus", "2xA100-80GB",
+                   "--seq-len", "2048", "--global-batch", "32"])
+    text = capsys.readouterr().out
+    assert rc == 0 and text.startswith("#1 ") and "headroom" in text and "why:" in text

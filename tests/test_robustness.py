@@ -255,3 +255,123 @@ def test_cli_imports_no_framework():
     # The CLI starts with base dependencies only.
     proc = run_subprocess(["-c", "import sys, ftrecipes.cli; sys.exit(0 if 'torch' not in sys.modules else 1)"])
     assert proc.returncode == 0, proc.stderr
+
+
+# ---------------------------------------------------------------- estimate: flags, --config, --model
+
+
+def estimate(*args, **kw):
+    return run_subprocess(["-m", "ftrecipes", "estimate", *map(str, args)], **kw)
+
+
+@pytest.mark.parametrize(
+    "flag, value",
+    [("--seq-len", "-1"), ("--seq-len", "0"), ("--gpus", "0"), ("--micro-batch", "0"), ("--lora-rank", "-4"),
+     ("--params", "nan"), ("--params", "-7e9"), ("--host-ram-gb", "inf"), ("--vllm-gpu-memory-utilization", "1.5"),
+     ("--gpus-per-node", "9" * 5000), ("--vllm-gpus", "-1")],
+)
+def test_estimate_flag_out_of_range(flag, value):
+    # Before: `--seq-len -1` printed "peak -34.1 GiB -> FITS" and exited 0.
+    line = one_line(estimate("--model", "Llama-3-8B", flag, value))
+    assert f"argument {flag}" in line, line
+
+
+# name -> (DeepSpeed JSON bytes, expected words, expected "line:col: key")
+DS_CONFIGS = {
+    "empty": (b"", "empty document", "1:1"),
+    "comment": (b'// ZeRO-3\n{"train_batch_size": 8}', "unexpected character", "1:1"),
+    "non-utf8": (b'{"a": "\xff"}', "invalid UTF-8", "1:8"),
+    "null": (b"null", "must be a JSON object", "1:1"),
+    "bf16-int": (b'{"bf16": 5}', "must be a mapping", "1:2: bf16"),
+    "bf16-enabled-str": (b'{"bf16": {"enabled": "yes"}}', "true or false", "1:11: bf16.enabled"),
+    "zero-null": (b'{"zero_optimization": null}', "must be a mapping, not null", "1:2: zero_optimization"),
+    "stage-7": (b'{"zero_optimization": {"stage": 7}}', "must be one of", "1:24: zero_optimization.stage"),
+    "stage-true": (b'{"zero_optimization": {"stage": true}}', "must be one of", "1:24: zero_optimization.stage"),
+    "inf": (b'{"train_batch_size": 1e400}', "not finite", "1:22"),
+    "nan": (b'{"train_batch_size": NaN}', "NaN is not a JSON number", "1:22"),
+    "bigint": (b'{"train_batch_size": ' + b"9" * 10_000 + b"}", "too large", "1:22"),
+    "huge": (b'{"train_batch_size": 99999999999999999999999}', "from 1 to", "1:2: train_batch_size"),
+    "micro-neg": (b'{"train_micro_batch_size_per_gpu": -2}', "from 1 to", "1:2: train_micro_batch_size_per_gpu"),
+    "micro-zero": (b'{"train_micro_batch_size_per_gpu": 0}', "from 1 to", "1:2: train_micro_batch_size_per_gpu"),
+    "micro-float": (b'{"train_micro_batch_size_per_gpu": 2.0}', "not float 2.0", "1:2"),
+    "bucket-str": (b'{"zero_optimization": {"reduce_bucket_size": "big"}}', "whole number", "1:24: zero_optimization.reduce_bucket_size"),
+    "offload-list": (b'{"zero_optimization": {"offload_param": []}}', "must be a mapping", "1:24: zero_optimization.offload_param"),
+    "device": (b'{"zero_optimization": {"offload_optimizer": {"device": "gpu"}}}', "must be one of", "1:46: zero_optimization.offload_optimizer.device"),
+    "duplicate": (b'{"train_batch_size": 8,\n "train_batch_size": 16}', "duplicate key", "2:2: train_batch_size"),
+    "deep": (b"[" * 100_000 + b"]" * 100_000, "nested too deeply", "1:"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DS_CONFIGS))
+def test_estimate_bad_deepspeed_config(tmp_path, case):
+    content, words, where = DS_CONFIGS[case]
+    path = tmp_path / "ds.json"
+    path.write_bytes(content)
+    line = one_line(estimate("--config", path, "--model", "Llama-3-8B"))
+    assert words in line, line
+    assert f"ds.json:{where}" in line, line
+
+
+def test_estimate_config_that_is_not_a_regular_file(tmp_path):
+    fifo = tmp_path / "ds.json"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    assert "a fifo" in one_line(estimate("--config", fifo, "--model", "Llama-3-8B", timeout=20))
+    assert time.monotonic() - start < 10
+    assert "a character device" in one_line(estimate("--config", "/dev/zero", "--model", "Llama-3-8B"))
+    assert "no such file" in one_line(estimate("--config", tmp_path / "missing.json", "--model", "Llama-3-8B"))
+
+
+def test_estimate_deepspeed_config_with_bom_and_crlf(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_bytes(b'\xef\xbb\xbf{\r\n "train_micro_batch_size_per_gpu": 2,\r\n "zero_optimization": {"stage": 2, "reduce_bucket_size": 5e8}\r\n}\r\n')
+    proc = estimate("--config", path, "--model", "Llama-3-8B", "--json")
+    assert proc.returncode in (0, 3), proc.stderr
+    assert '"micro_batch": 2' in proc.stdout or '"micro_batch":2' in proc.stdout.replace(" ", ""), proc.stdout[:400]
+
+
+HF_OK = {"hidden_size": 64, "vocab_size": 100, "num_hidden_layers": 2, "num_attention_heads": 4}
+
+
+@pytest.mark.parametrize(
+    "change, words, key",
+    [
+        ({"hidden_size": -64}, "from 1 to", "hidden_size"),
+        ({"hidden_size": "64"}, "from 1 to", "hidden_size"),
+        ({"hidden_size": 64.0}, "from 1 to", "hidden_size"),
+        ({"num_attention_heads": 0}, "from 1 to", "num_attention_heads"),
+        ({"vocab_size": 10**30}, "from 1 to", "vocab_size"),
+        ({"hidden_size": None}, "missing hidden_size", None),
+        ({"text_config": 5}, "must be a mapping", "text_config"),
+        ({"text_config": {"hidden_size": 8}}, "missing vocab_size", None),
+        ({"tie_word_embeddings": "no"}, "true or false", "tie_word_embeddings"),
+        ({"model_type": 3}, "must be a string", "model_type"),
+    ],
+)
+def test_estimate_bad_hf_config(tmp_path, change, words, key):
+    import json
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**HF_OK, **change}))
+    line = one_line(estimate("--model", path))
+    assert words in line, line
+    assert re.search(r"config\.json:\d+:\d+: ", line), line
+    if key:
+        assert f": {key}: " in line, line
+
+
+def test_estimate_hf_config_folder_holding_a_fifo(tmp_path):
+    os.mkfifo(tmp_path / "config.json")
+    assert "a fifo" in one_line(estimate("--model", tmp_path, timeout=20))
+
+
+def test_estimate_usage_errors_are_one_line():
+    assert "invalid choice" in one_line(estimate("--model", "Llama-3-8B", "--zero-stage", "9"))
+    assert "needs a recipe name" in one_line(estimate())
+    assert "unknown model" in one_line(estimate("--model", "No-Such-Model-7B"))
+
+
+def test_estimate_svg_into_a_missing_folder(tmp_path):
+    line = one_line(estimate("--model", "Llama-3-8B", "--svg", tmp_path / "no" / "chart.svg"))
+    assert "cannot write" in line, line
+    assert not (tmp_path / "no").exists()

@@ -232,6 +232,9 @@ class _JsonParser:
             return self.number(m, idx), m.end()
         if not ch:
             self.fail("unexpected end of file", idx)
+        for word in ("NaN", "Infinity", "-Infinity"):
+            if self.text.startswith(word, idx):  # Python's json module reads them; JSON has no such numbers
+                self.fail(f"{word} is not a JSON number", idx)
         self.fail(f"unexpected character {ch!r}", idx)
 
     def number(self, m, idx):
@@ -431,7 +434,7 @@ class _YamlComposer:
             value = self.loader.yaml_constructors[tag](self.loader, node)
         except (ValueError, TypeError, AttributeError, OverflowError, KeyError, yaml.YAMLError) as exc:
             too_long = isinstance(exc, ValueError) and "digits" in str(exc)
-            what = "integer is too large" if too_long else f"{_clip(event.value)!r} is not a valid {short}"
+            what = "integer is too large" if too_long else f"{clip(event.value)!r} is not a valid {short}"
             self.fail(f"invalid YAML: {what}", event.start_mark)
         return check_number(value, lambda msg: self.fail(f"invalid YAML: {msg}", event.start_mark))
 
@@ -466,7 +469,7 @@ class _YamlComposer:
         self.attach(frame.value, frame.anchor, self.nodes - frame.nodes, self.chars - frame.chars)
 
 
-def _clip(text, limit=60):
+def clip(text, limit=60):
     """A value echoed in a message: never longer than a line."""
     text = str(text)
     return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"

@@ -1,5 +1,6 @@
 """memory-fit: the memory model's verdict on a linted setup, when the hardware is known."""
 
+from ..errors import UserError
 from . import ERROR, WARNING, rule
 from .facts import commands, ds_configs, world_sizes
 
@@ -103,8 +104,8 @@ def memory_fit(setup):
                 gradient_checkpointing=checkpointing or None, trainer=trainer or None,
                 lora_rank=_lora_rank(setup) or None, method=method,
             )
-        except (KeyError, ValueError, TypeError):
-            return
+        except (KeyError, ValueError, TypeError, UserError):
+            return  # a model the catalog does not know, or a config.json it cannot read: no guesses
         j = result.to_json()
         gib = 1024**3
         where = ("train_micro_batch_size_per_gpu",) if "train_micro_batch_size_per_gpu" in ds.data else ()

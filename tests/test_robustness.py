@@ -375,3 +375,32 @@ def test_estimate_svg_into_a_missing_folder(tmp_path):
     line = one_line(estimate("--model", "Llama-3-8B", "--svg", tmp_path / "no" / "chart.svg"))
     assert "cannot write" in line, line
     assert not (tmp_path / "no").exists()
+
+
+# ---------------------------------------------------------------- lint never reads what is not a regular file
+
+
+def test_lint_folder_with_a_fifo_named_like_a_config(tmp_path):
+    (tmp_path / "ds.json").write_text('{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 8}')
+    os.mkfifo(tmp_path / "zz.json")  # would block lint forever if opened for reading
+    start = time.monotonic()
+    proc = lint(tmp_path, timeout=30)
+    assert time.monotonic() - start < 10
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "zz.json" not in proc.stdout + proc.stderr
+
+
+def test_lint_explicit_fifo_and_device_are_unusable(tmp_path):
+    os.mkfifo(tmp_path / "ds.json")
+    assert "a fifo" in one_line(lint(tmp_path / "ds.json", timeout=30))
+    assert "a character device" in one_line(lint("--kind", "deepspeed", "/dev/zero", timeout=30))
+
+
+def test_lint_does_not_read_a_model_path_that_is_a_device(tmp_path):
+    # memory-fit loads a local config.json the trainer config names: /dev/zero must not be read.
+    (tmp_path / "trl.yaml").write_text("model_name_or_path: /dev/zero\nbf16: true\nper_device_train_batch_size: 1\n")
+    (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}}')
+    start = time.monotonic()
+    proc = lint(tmp_path, "--gpu", "A100-80GB", timeout=30)
+    assert time.monotonic() - start < 10
+    assert "Traceback" not in proc.stderr and proc.returncode in (0, 1), proc.stdout + proc.stderr

@@ -404,3 +404,50 @@ def test_lint_does_not_read_a_model_path_that_is_a_device(tmp_path):
     proc = lint(tmp_path, "--gpu", "A100-80GB", timeout=30)
     assert time.monotonic() - start < 10
     assert "Traceback" not in proc.stderr and proc.returncode in (0, 1), proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ("seq_len: 4096.0\n", "seq_len: expected an integer, got float 4096.0"),  # jsonschema calls 4096.0 an integer
+        ("micro_batch_size: true\n", "micro_batch_size"),  # bool is an int in Python
+        ("learning_rate: .nan\n", "not finite"),
+        ("learning_rate: .inf\n", "not finite"),
+        ("seq_len: !!int abc\n", "not a valid !!int"),
+        ("seq_len: " + "9" * 5000 + "\n", "integer is too large"),
+        ("gradient_checkpointing: 1\n", "gradient_checkpointing"),
+        ("model: !!binary aGVsbG8=\n", "not supported"),
+    ],
+)
+def test_render_values_file_gets_the_set_checks(tmp_path, content, words):
+    path = tmp_path / "values.yaml"
+    path.write_text(content)
+    line = one_line(render(RECIPE, "--values", str(path)))
+    assert words in line, line
+    assert LINE_COL.search(line), line
+
+
+def test_render_values_file_alias_bomb_is_refused_quickly(tmp_path):
+    path = tmp_path / "values.yaml"
+    path.write_text(alias_bomb(levels=9, width=9) + "model: *a9\n")
+    start = time.monotonic()
+    line = one_line(render(RECIPE, "--values", str(path)))
+    assert "alias bomb" in line and len(line) < 400, line
+    assert time.monotonic() - start < 10
+
+
+def test_sarif_artifact_uris_are_percent_encoded(tmp_path):
+    import json
+    from urllib.parse import unquote, urlsplit
+
+    folder = tmp_path / "my configs#1"
+    folder.mkdir()
+    (folder / "ds 100%.json").write_text('{"train_batch_size": 8, "train_micro_batch_size_per_gpus": 1}')
+    proc = lint("--format", "sarif", "my configs#1", cwd=tmp_path)
+    results = json.loads(proc.stdout)["runs"][0]["results"]
+    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results}
+    assert uris == {"my%20configs%231/ds%20100%25.json"}, uris  # relative stays relative
+    proc = lint("--format", "sarif", folder)
+    [uri] = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in json.loads(proc.stdout)["runs"][0]["results"]}
+    parts = urlsplit(uri)
+    assert parts.scheme == "file" and unquote(parts.path) == str(folder / "ds 100%.json"), uri

@@ -10,6 +10,17 @@ def one_line(text):
     return str(text).translate(_BREAKS)
 
 
+# A message may quote a value from the user's file (jsonschema's quote whole instances):
+# one line of a report stays readable, whatever the file held.
+MAX_MESSAGE = 1000
+
+
+def clip(text, limit=60):
+    """text, cut to limit characters with a note of how long it was."""
+    text = str(text)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"
+
+
 class UserError(Exception):
     """Bad input from the user (a file, a --set value, a recipe name).
 
@@ -36,5 +47,5 @@ class UserError(Exception):
                 if self.column is not None:
                     where += f":{self.column}"
             where += ": "
-        key = f"{self.key}: " if self.key else ""
-        return one_line(f"{where}{key}{self.message}")
+        key = f"{clip(self.key, 200)}: " if self.key else ""
+        return one_line(f"{where}{key}{clip(self.message, MAX_MESSAGE)}")

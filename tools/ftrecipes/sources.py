@@ -18,13 +18,14 @@ from json.decoder import scanstring
 
 import yaml
 
-from .errors import UserError
+from .errors import UserError, clip
 
 MAX_BYTES = 10 * 1024 * 1024  # configs are kilobytes; a huge file is a mistake, not a config
 MAX_DEPTH = 200  # nesting levels
 # Values in one document, aliases expanded: every value gets a recorded position, so
-# this bounds memory too. A 10 MiB config of short keys has about 600,000.
-MAX_NODES = 1_000_000
+# this bounds memory too (about 200 bytes a value). A 10 MiB config of short keys has
+# about 600,000; a list of 1,200,000 small numbers fits in 10 MB.
+MAX_NODES = 2_000_000
 # What YAML aliases may add on top of the text ("billion laughs" expands a 1 KB file
 # into gigabytes; an error message that echoes the data would print all of it).
 MAX_ALIAS_NODES = 100_000
@@ -467,12 +468,6 @@ class _YamlComposer:
     def end(self, event):
         frame = self.stack.pop()
         self.attach(frame.value, frame.anchor, self.nodes - frame.nodes, self.chars - frame.chars)
-
-
-def clip(text, limit=60):
-    """A value echoed in a message: never longer than a line."""
-    text = str(text)
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"
 
 
 # Configs this size or smaller go through PyYAML's pure-Python parser: it is the one

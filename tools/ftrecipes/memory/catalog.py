@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field, replace
 
 from .. import sources
-from ..errors import UserError
+from ..errors import UserError, clip
 
 GiB = 1024 ** 3
 GB = 1000 ** 3
@@ -317,10 +317,10 @@ def _check_hf_config(cfg, name, doc):
             continue
         value = text[present[0]]
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MAX_DIM:
-            fail(prefix + (present[0],), f"must be an integer from 1 to {_MAX_DIM}, not {sources.clip(repr(value))}")
+            fail(prefix + (present[0],), f"must be an integer from 1 to {_MAX_DIM}, not {clip(repr(value))}")
     for flag in _HF_FLAGS:
         if text.get(flag) is not None and not isinstance(text[flag], bool):
-            fail(prefix + (flag,), f"must be true or false, not {sources.clip(repr(text[flag]))}")
+            fail(prefix + (flag,), f"must be true or false, not {clip(repr(text[flag]))}")
 
 
 def shape_from_hf_config(cfg: dict, name: str = "config.json", doc=None) -> ModelShape:

@@ -5,7 +5,7 @@ import math
 from dataclasses import fields
 
 from .. import sources
-from ..errors import UserError
+from ..errors import UserError, clip
 from .estimate import Result, Setup, estimate
 from .remedies import remedies
 
@@ -40,7 +40,7 @@ _OR_AUTO = ' or "auto"'
 
 
 def _describe(value):
-    return "null" if value is None else f"{type(value).__name__} {sources.clip(repr(value))}"
+    return "null" if value is None else f"{type(value).__name__} {clip(repr(value))}"
 
 
 def _mapping(value, nullable=False):

@@ -451,3 +451,55 @@ def test_sarif_artifact_uris_are_percent_encoded(tmp_path):
     [uri] = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in json.loads(proc.stdout)["runs"][0]["results"]}
     parts = urlsplit(uri)
     assert parts.scheme == "file" and unquote(parts.path) == str(folder / "ds 100%.json"), uri
+
+
+def test_estimate_lora_target_and_hf_duplicates(tmp_path):
+    import json
+
+    line = one_line(estimate("--model", "Llama-3-8B", "--lora-rank", "8", "--lora-target", "\u2028"))
+    assert "argument --lora-target: unknown module" in line, line
+    assert estimate("--model", "Llama-3-8B", "--lora-rank", "8", "--lora-target", "q,v_proj").returncode == 0
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(HF_OK)[:-1] + ', "hidden_size": 128}')
+    line = one_line(estimate("--model", path))
+    assert "hidden_size: duplicate key" in line and "config.json:1:" in line, line
+
+
+@pytest.mark.parametrize(
+    "breakage, words",
+    [
+        ("recipe.yaml", "invalid YAML"),
+        ("recipe-tag", "not a valid !!timestamp"),
+        ("recipe-fifo", None),
+    ],
+)
+def test_list_show_regen_with_a_broken_recipe_folder(tmp_path, breakage, words):
+    import shutil
+
+    from conftest import ROOT
+
+    for part in ("tools", "recipes", "schemas"):
+        shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    recipe_yaml = tmp_path / "recipes" / RECIPE / "recipe.yaml"
+    recipe_yaml.unlink()
+    if breakage == "recipe.yaml":
+        recipe_yaml.write_text("name: [\n")
+    elif breakage == "recipe-tag":
+        recipe_yaml.write_text("name: !!timestamp x\n")
+    else:
+        os.mkfifo(recipe_yaml)
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "tools"))  # the copy, not this checkout
+    for verb in (["list"], ["show", RECIPE], ["regen", "--check"]):
+        proc = subprocess.run([sys.executable, "-m", "ftrecipes", *verb], env=env, cwd=tmp_path, timeout=60,
+                              capture_output=True, text=True)
+        out = proc.stdout + proc.stderr
+        assert "Traceback" not in out, out
+        if words:
+            line = one_line(proc)
+            assert words in line and re.search(r"recipe\.yaml:[12]:\d+: ", line), line
+        elif verb[0] == "show":
+            assert "no recipe named" in one_line(proc)

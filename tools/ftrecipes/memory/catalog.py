@@ -304,6 +304,10 @@ def _check_hf_config(cfg, name, doc):
 
     if not isinstance(cfg, dict):
         fail((), "a HF config.json must be a JSON object")
+    if doc is not None and doc.duplicates:
+        key, line, col = doc.duplicates[0]
+        raise UserError("duplicate key (which value counts depends on the reader)", path=doc.path, line=line,
+                        column=col, key=".".join(map(str, key)))
     prefix, text = _language_config(cfg)
     if not isinstance(text, dict):
         fail(prefix, "must be a mapping (the language model's config)")

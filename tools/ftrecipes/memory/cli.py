@@ -42,6 +42,21 @@ def amount(low, high, high_included=True):
     return parse
 
 
+def lora_target(text):
+    """argparse type: 'all' or comma-separated module names the memory model knows."""
+    from .activations import ALL_LINEAR, lora_targets
+
+    if text.strip().lower() in ("all", "all-linear", "all_linear"):
+        return text
+    names = [t for t in text.replace(" ", "").split(",") if t]
+    # lora_targets falls back to every linear layer for names it does not know: say so instead.
+    unknown = [t for t in names if lora_targets(t) == ALL_LINEAR and t not in ALL_LINEAR]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown module {(unknown or [text])[0][:40]!r}; use 'all' or names from {', '.join(ALL_LINEAR)}")
+    return text
+
+
 def _add_estimate(sp):
     p = sp.add_parser("estimate", help="will this config fit on my GPUs, and what is the cheapest fix?",
                       description="Estimate per-GPU and host memory by phase and category.")
@@ -60,7 +75,7 @@ def _add_estimate(sp):
     p.add_argument("--micro-batch", type=count(1))
     p.add_argument("--gradient-checkpointing", action="store_true")
     p.add_argument("--lora-rank", type=count(0))
-    p.add_argument("--lora-target")
+    p.add_argument("--lora-target", type=lora_target)
     p.add_argument("--method", choices=["sft", "dpo", "grpo"])
     p.add_argument("--attn-implementation", choices=["flash_attention_2", "sdpa", "eager"])
     p.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3])
@@ -86,7 +101,7 @@ def _add_trace(sp):
     p.add_argument("--micro-batch", type=count(1), default=1)
     p.add_argument("--gradient-checkpointing", action="store_true")
     p.add_argument("--lora-rank", type=count(0), default=0)
-    p.add_argument("--lora-target", default="all")
+    p.add_argument("--lora-target", type=lora_target, default="all")
     p.add_argument("--attn-implementation", default="sdpa")
     p.set_defaults(func=main, memory_command="trace")
     return p

@@ -1,13 +1,20 @@
 """One kind of error for bad input: printed as a single line, exit status 2."""
 
+import re
+
 
 # What str.splitlines() breaks on: a value echoed in a message must not start a new line.
 _BREAKS = {c: repr(chr(c))[1:-1] for c in (0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x85, 0x2028, 0x2029)}
 
 
+_ANY_BREAK = re.compile("[" + "".join(map(chr, _BREAKS)) + "]")
+
+
 def one_line(text):
     """text with line breaks written as escapes (\\n, \\r, \\x85, \\u2028, ...)."""
-    return str(text).translate(_BREAKS)
+    text = str(text)
+    # translate() walks every character in Python's slow path; most lines hold no break at all.
+    return text.translate(_BREAKS) if _ANY_BREAK.search(text) else text
 
 
 # A message may quote a value from the user's file (jsonschema's quote whole instances):

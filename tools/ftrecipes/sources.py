@@ -166,6 +166,7 @@ def load(path, syntax, max_bytes=MAX_BYTES):
 
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?")
 _WS = re.compile(r"[ \t\n\r]*")
+_WS_CHARS = (" ", "\t", "\n", "\r")  # not a str: '' in a str is True, and '' is the end of the text
 _LITERALS = {"t": ("true", True), "f": ("false", False), "n": ("null", None)}
 
 
@@ -197,6 +198,9 @@ class _JsonParser:
         raise UserError(f"invalid JSON: {msg}", path=self.path, line=line, column=col)
 
     def ws(self, idx):
+        # Called around every token: skip the regex when no whitespace follows (compact JSON).
+        if self.text[idx : idx + 1] not in _WS_CHARS:
+            return idx
         return _WS.match(self.text, idx).end()
 
     def parse(self):

@@ -62,6 +62,8 @@ def _size(value):
     """A bucket size: DeepSpeed's pydantic models take 5e8 as well as 500000000."""
     if value == "auto":
         return None
+    if isinstance(value, str) and value.strip().isdecimal() and len(value) < 20:
+        value = int(value)  # pydantic's lax mode reads "500000000" as an int
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value != int(value) or not 0 <= value <= INT64_MAX:
         return f"must be a whole number from 0 to {INT64_MAX}{_OR_AUTO}, not {_describe(value)}"
@@ -101,8 +103,7 @@ DEEPSPEED_FIELDS = [
     ((_Z, "offload_param", "device"), _choice("none", "cpu", "nvme")),
     ((_Z, "offload_optimizer", "pin_memory"), _boolean),
     ((_Z, "offload_param", "pin_memory"), _boolean),
-    ((_Z, "contiguous_gradients"), _boolean),
-] + [((_Z, k), _size) for k in _DS_KEYS if k != "contiguous_gradients"]
+] + [((_Z, k), _boolean if k in _DS_FLAGS else _size) for k in _DS_KEYS]
 
 
 def check_fields(doc, table):

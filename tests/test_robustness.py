@@ -255,3 +255,251 @@ def test_cli_imports_no_framework():
     # The CLI starts with base dependencies only.
     proc = run_subprocess(["-c", "import sys, ftrecipes.cli; sys.exit(0 if 'torch' not in sys.modules else 1)"])
     assert proc.returncode == 0, proc.stderr
+
+
+# ---------------------------------------------------------------- estimate: flags, --config, --model
+
+
+def estimate(*args, **kw):
+    return run_subprocess(["-m", "ftrecipes", "estimate", *map(str, args)], **kw)
+
+
+@pytest.mark.parametrize(
+    "flag, value",
+    [("--seq-len", "-1"), ("--seq-len", "0"), ("--gpus", "0"), ("--micro-batch", "0"), ("--lora-rank", "-4"),
+     ("--params", "nan"), ("--params", "-7e9"), ("--host-ram-gb", "inf"), ("--vllm-gpu-memory-utilization", "1.5"),
+     ("--gpus-per-node", "9" * 5000), ("--vllm-gpus", "-1")],
+)
+def test_estimate_flag_out_of_range(flag, value):
+    # Before: `--seq-len -1` printed "peak -34.1 GiB -> FITS" and exited 0.
+    line = one_line(estimate("--model", "Llama-3-8B", flag, value))
+    assert f"argument {flag}" in line, line
+
+
+# name -> (DeepSpeed JSON bytes, expected words, expected "line:col: key")
+DS_CONFIGS = {
+    "empty": (b"", "empty file", "1"),
+    "comment": (b'// ZeRO-3\n{"train_batch_size": 8}', "unexpected character", "1:1"),
+    "non-utf8": (b'{"a": "\xff"}', "invalid UTF-8", "1:8"),
+    "null": (b"null", "cannot tell which kind of config", ""),
+    "bf16-int": (b'{"bf16": 5}', "must be a mapping", "1:2: bf16"),
+    "bf16-enabled-str": (b'{"bf16": {"enabled": "yes"}}', "true or false", "1:11: bf16.enabled"),
+    "zero-null": (b'{"zero_optimization": null}', "must be a mapping, not null", "1:2: zero_optimization"),
+    "stage-7": (b'{"zero_optimization": {"stage": 7}}', "must be one of", "1:24: zero_optimization.stage"),
+    "stage-true": (b'{"zero_optimization": {"stage": true}}', "must be one of", "1:24: zero_optimization.stage"),
+    "inf": (b'{"train_batch_size": 1e400}', "not finite", "1:22"),
+    "nan": (b'{"train_batch_size": NaN}', "NaN is not a JSON number", "1:22"),
+    "bigint": (b'{"train_batch_size": ' + b"9" * 10_000 + b"}", "too large", "1:22"),
+    "huge": (b'{"train_batch_size": 99999999999999999999999}', "from 1 to", "1:2: train_batch_size"),
+    "micro-neg": (b'{"train_micro_batch_size_per_gpu": -2}', "from 1 to", "1:2: train_micro_batch_size_per_gpu"),
+    "micro-zero": (b'{"train_micro_batch_size_per_gpu": 0}', "from 1 to", "1:2: train_micro_batch_size_per_gpu"),
+    "micro-float": (b'{"train_micro_batch_size_per_gpu": 2.0}', "not float 2.0", "1:2"),
+    "bucket-str": (b'{"zero_optimization": {"reduce_bucket_size": "big"}}', "whole number", "1:24: zero_optimization.reduce_bucket_size"),
+    "offload-list": (b'{"zero_optimization": {"offload_param": []}}', "must be a mapping", "1:24: zero_optimization.offload_param"),
+    "device": (b'{"zero_optimization": {"offload_optimizer": {"device": "gpu"}}}', "must be one of", "1:46: zero_optimization.offload_optimizer.device"),
+    "duplicate": (b'{"train_batch_size": 8,\n "train_batch_size": 16}', "duplicate key", "2:2: train_batch_size"),
+    "deep": (b"[" * 100_000 + b"]" * 100_000, "nested too deeply", "1:"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DS_CONFIGS))
+def test_estimate_bad_deepspeed_config(tmp_path, case):
+    content, words, where = DS_CONFIGS[case]
+    path = tmp_path / "ds.json"
+    path.write_bytes(content)
+    line = one_line(estimate("--config", path, "--model", "Llama-3-8B"))
+    assert words in line, line
+    assert f"ds.json:{where}" in line, line
+
+
+def test_estimate_config_that_is_not_a_regular_file(tmp_path):
+    fifo = tmp_path / "ds.json"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    assert "a fifo" in one_line(estimate("--config", fifo, "--model", "Llama-3-8B", timeout=20))
+    assert time.monotonic() - start < 10
+    assert "a character device" in one_line(estimate("--config", "/dev/zero", "--model", "Llama-3-8B"))
+    assert "no such file" in one_line(estimate("--config", tmp_path / "missing.json", "--model", "Llama-3-8B"))
+
+
+def test_estimate_deepspeed_config_with_bom_and_crlf(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_bytes(b'\xef\xbb\xbf{\r\n "train_micro_batch_size_per_gpu": 2,\r\n "zero_optimization": {"stage": 2, "reduce_bucket_size": 5e8}\r\n}\r\n')
+    proc = estimate("--config", path, "--model", "Llama-3-8B", "--json")
+    assert proc.returncode in (0, 3), proc.stderr
+    assert '"micro_batch": 2' in proc.stdout or '"micro_batch":2' in proc.stdout.replace(" ", ""), proc.stdout[:400]
+
+
+HF_OK = {"hidden_size": 64, "vocab_size": 100, "num_hidden_layers": 2, "num_attention_heads": 4}
+
+
+@pytest.mark.parametrize(
+    "change, words, key",
+    [
+        ({"hidden_size": -64}, "from 1 to", "hidden_size"),
+        ({"hidden_size": "64"}, "from 1 to", "hidden_size"),
+        ({"hidden_size": 64.0}, "from 1 to", "hidden_size"),
+        ({"num_attention_heads": 0}, "from 1 to", "num_attention_heads"),
+        ({"vocab_size": 10**30}, "from 1 to", "vocab_size"),
+        ({"hidden_size": None}, "missing hidden_size", None),
+        ({"text_config": 5}, "must be a mapping", "text_config"),
+        ({"text_config": {"hidden_size": 8}}, "missing vocab_size", None),
+        ({"tie_word_embeddings": "no"}, "true or false", "tie_word_embeddings"),
+        ({"model_type": 3}, "must be a string", "model_type"),
+    ],
+)
+def test_estimate_bad_hf_config(tmp_path, change, words, key):
+    import json
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**HF_OK, **change}))
+    line = one_line(estimate("--model", path))
+    assert words in line, line
+    assert re.search(r"config\.json:\d+:\d+: ", line), line
+    if key:
+        assert f": {key}: " in line, line
+
+
+def test_estimate_hf_config_folder_holding_a_fifo(tmp_path):
+    os.mkfifo(tmp_path / "config.json")
+    assert "a fifo" in one_line(estimate("--model", tmp_path, timeout=20))
+
+
+def test_estimate_usage_errors_are_one_line():
+    assert "invalid choice" in one_line(estimate("--model", "Llama-3-8B", "--zero-stage", "9"))
+    assert "needs a recipe name" in one_line(estimate())
+    assert "unknown model" in one_line(estimate("--model", "No-Such-Model-7B"))
+
+
+def test_estimate_svg_into_a_missing_folder(tmp_path):
+    line = one_line(estimate("--model", "Llama-3-8B", "--svg", tmp_path / "no" / "chart.svg"))
+    assert "cannot write" in line or "does not exist" in line, line
+    assert not (tmp_path / "no").exists()
+
+
+# ---------------------------------------------------------------- lint never reads what is not a regular file
+
+
+def test_lint_folder_with_a_fifo_named_like_a_config(tmp_path):
+    (tmp_path / "ds.json").write_text('{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 8}')
+    os.mkfifo(tmp_path / "zz.json")  # would block lint forever if opened for reading
+    start = time.monotonic()
+    proc = lint(tmp_path, timeout=30)
+    assert time.monotonic() - start < 10
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "zz.json" not in proc.stdout + proc.stderr
+
+
+def test_lint_explicit_fifo_and_device_are_unusable(tmp_path):
+    os.mkfifo(tmp_path / "ds.json")
+    assert "a fifo" in one_line(lint(tmp_path / "ds.json", timeout=30))
+    assert "a character device" in one_line(lint("--kind", "deepspeed", "/dev/zero", timeout=30))
+
+
+def test_lint_does_not_read_a_model_path_that_is_a_device(tmp_path):
+    # memory-fit loads a local config.json the trainer config names: /dev/zero must not be read.
+    (tmp_path / "trl.yaml").write_text("model_name_or_path: /dev/zero\nbf16: true\nper_device_train_batch_size: 1\n")
+    (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}}')
+    start = time.monotonic()
+    proc = lint(tmp_path, "--gpu", "A100-80GB", timeout=30)
+    assert time.monotonic() - start < 10
+    assert "Traceback" not in proc.stderr and proc.returncode in (0, 1), proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ("seq_len: 4096.0\n", "seq_len: expected an integer, got float 4096.0"),  # jsonschema calls 4096.0 an integer
+        ("micro_batch_size: true\n", "micro_batch_size"),  # bool is an int in Python
+        ("learning_rate: .nan\n", "not finite"),
+        ("learning_rate: .inf\n", "not finite"),
+        ("seq_len: !!int abc\n", "not a valid !!int"),
+        ("seq_len: " + "9" * 5000 + "\n", "integer is too large"),
+        ("gradient_checkpointing: 1\n", "gradient_checkpointing"),
+        ("model: !!binary aGVsbG8=\n", "not supported"),
+    ],
+)
+def test_render_values_file_gets_the_set_checks(tmp_path, content, words):
+    path = tmp_path / "values.yaml"
+    path.write_text(content)
+    line = one_line(render(RECIPE, "--values", str(path)))
+    assert words in line, line
+    assert LINE_COL.search(line), line
+
+
+def test_render_values_file_alias_bomb_is_refused_quickly(tmp_path):
+    path = tmp_path / "values.yaml"
+    path.write_text(alias_bomb(levels=9, width=9) + "model: *a9\n")
+    start = time.monotonic()
+    line = one_line(render(RECIPE, "--values", str(path)))
+    assert "alias bomb" in line and len(line) < 400, line
+    assert time.monotonic() - start < 10
+
+
+def test_sarif_artifact_uris_are_percent_encoded(tmp_path):
+    import json
+    from urllib.parse import unquote, urlsplit
+
+    folder = tmp_path / "my configs#1"
+    folder.mkdir()
+    (folder / "ds 100%.json").write_text('{"train_batch_size": 8, "train_micro_batch_size_per_gpus": 1}')
+    proc = lint("--format", "sarif", "my configs#1", cwd=tmp_path)
+    results = json.loads(proc.stdout)["runs"][0]["results"]
+    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results}
+    assert uris == {"my%20configs%231/ds%20100%25.json"}, uris  # relative stays relative
+    proc = lint("--format", "sarif", folder)
+    [uri] = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in json.loads(proc.stdout)["runs"][0]["results"]}
+    parts = urlsplit(uri)
+    assert parts.scheme == "file" and unquote(parts.path) == str(folder / "ds 100%.json"), uri
+
+
+def test_estimate_lora_target_and_hf_duplicates(tmp_path):
+    import json
+
+    line = one_line(estimate("--model", "Llama-3-8B", "--lora-rank", "8", "--lora-target", "\u2028"))
+    assert "argument --lora-target: unknown module" in line, line
+    assert estimate("--model", "Llama-3-8B", "--lora-rank", "8", "--lora-target", "q,v_proj").returncode == 0
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(HF_OK)[:-1] + ', "hidden_size": 128}')
+    line = one_line(estimate("--model", path))
+    assert "hidden_size: duplicate key" in line and "config.json:1:" in line, line
+
+
+@pytest.mark.parametrize(
+    "breakage, words",
+    [
+        ("recipe.yaml", "invalid YAML"),
+        ("recipe-tag", "not a valid !!timestamp"),
+        ("recipe-fifo", None),
+    ],
+)
+def test_list_show_regen_with_a_broken_recipe_folder(tmp_path, breakage, words):
+    import shutil
+
+    from conftest import ROOT
+
+    for part in ("tools", "recipes", "schemas"):
+        shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    recipe_yaml = tmp_path / "recipes" / RECIPE / "recipe.yaml"
+    recipe_yaml.unlink()
+    if breakage == "recipe.yaml":
+        recipe_yaml.write_text("name: [\n")
+    elif breakage == "recipe-tag":
+        recipe_yaml.write_text("name: !!timestamp x\n")
+    else:
+        os.mkfifo(recipe_yaml)
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "tools"))  # the copy, not this checkout
+    for verb in (["list"], ["show", RECIPE], ["regen", "--check"]):
+        proc = subprocess.run([sys.executable, "-m", "ftrecipes", *verb], env=env, cwd=tmp_path, timeout=60,
+                              capture_output=True, text=True)
+        out = proc.stdout + proc.stderr
+        assert "Traceback" not in out, out
+        if words:
+            line = one_line(proc)
+            assert words in line and re.search(r"recipe\.yaml:[12]:\d+: ", line), line
+        elif verb[0] == "show":
+            assert "no recipe named" in one_line(proc)

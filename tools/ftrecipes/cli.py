@@ -5,7 +5,7 @@ import json
 import sys
 
 from . import __version__, detect
-from .errors import UserError
+from .errors import UserError, one_line
 
 
 def _cmd_list(args):
@@ -159,8 +159,15 @@ def _cmd_regen(args):
     return regen.main(args.names, check=args.check)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line like every other error (exit status 2)."""
+
+    def error(self, message):
+        self.exit(2, one_line(f"{self.prog}: error: {message}") + "\n")
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(prog="ftrecipes", description="Fine-tuning recipes that fit: render, lint, estimate.")
+    parser = OneLineParser(prog="ftrecipes", description="Fine-tuning recipes that fit: render, lint, estimate.")
     parser.add_argument("--version", action="version", version=f"ftrecipes {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -236,7 +243,7 @@ def _cmd_estimate(args):
     return {"fits": 0, "tight": 0, "oom": 3}[result.verdict]
 
 
-def _run(parser, argv):
+def run_parsed(parser, argv):
     # Keys and values from the user's files are echoed back; a lone surrogate (a JSON "\ud800"
     # escape, an undecodable argv byte) must not turn a one-line report into a traceback.
     for stream in (sys.stdout, sys.stderr):
@@ -255,14 +262,14 @@ def _run(parser, argv):
 
 
 def main(argv=None):
-    return _run(build_parser(), argv)
+    return run_parsed(build_parser(), argv)
 
 
 def render_main(argv=None):
-    parser = argparse.ArgumentParser(prog="render", description="Render a fine-tuning recipe (same as `ftrecipes render`).")
+    parser = OneLineParser(prog="render", description="Render a fine-tuning recipe (same as `ftrecipes render`).")
     _add_render_args(parser)
     parser.set_defaults(func=_cmd_render)
-    return _run(parser, argv)
+    return run_parsed(parser, argv)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,31 @@
 """One kind of error for bad input: printed as a single line, exit status 2."""
 
+import re
+
 
 # What str.splitlines() breaks on: a value echoed in a message must not start a new line.
 _BREAKS = {c: repr(chr(c))[1:-1] for c in (0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x85, 0x2028, 0x2029)}
 
 
+_ANY_BREAK = re.compile("[" + "".join(map(chr, _BREAKS)) + "]")
+
+
 def one_line(text):
     """text with line breaks written as escapes (\\n, \\r, \\x85, \\u2028, ...)."""
-    return str(text).translate(_BREAKS)
+    text = str(text)
+    # translate() walks every character in Python's slow path; most lines hold no break at all.
+    return text.translate(_BREAKS) if _ANY_BREAK.search(text) else text
+
+
+# A message may quote a value from the user's file (jsonschema's quote whole instances):
+# one line of a report stays readable, whatever the file held.
+MAX_MESSAGE = 1000
+
+
+def clip(text, limit=60):
+    """text, cut to limit characters with a note of how long it was."""
+    text = str(text)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"
 
 
 class UserError(Exception):
@@ -36,5 +54,5 @@ class UserError(Exception):
                 if self.column is not None:
                     where += f":{self.column}"
             where += ": "
-        key = f"{self.key}: " if self.key else ""
-        return one_line(f"{where}{key}{self.message}")
+        key = f"{clip(self.key, 200)}: " if self.key else ""
+        return one_line(f"{where}{key}{clip(self.message, MAX_MESSAGE)}")

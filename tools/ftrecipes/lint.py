@@ -11,7 +11,7 @@ from .rules.facts import launcher_of
 from .errors import UserError
 from .findings import ERROR, Finding
 
-MAX_BYTES = 10 * 1024 * 1024  # configs are kilobytes; a huge file is a mistake, not a config
+MAX_BYTES = sources.MAX_BYTES
 IGNORED_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache", "site-packages"}
 # Flags of launchers and trainers that name another config file.
 CONFIG_FLAGS = {"config_file", "config", "deepspeed", "deepspeed_config", "ds_config"}
@@ -48,22 +48,43 @@ class Config:
 def discover(targets, ignore=()):
     """Expand directories into candidate files; explicit files are always kept.
 
-    Returns [(path, explicit)]; a directory contributes files by suffix only, and
-    files that turn out not to be configs are skipped quietly.
+    Returns [(path, explicit)]; a directory contributes regular files by suffix only
+    (a fifo or a device named *.json is not read, nor waited on), and files that turn
+    out not to be configs are skipped quietly.
     """
     out = []
     for target in targets:
-        p = Path(target)
-        if p.is_dir():
-            for root, dirs, files in os.walk(p):
-                dirs[:] = sorted(d for d in dirs if d not in IGNORED_DIRS and not d.startswith(".") and d not in ignore)
-                for name in sorted(files):
-                    full = os.path.join(root, name)
-                    if Path(name).suffix.lower() in detect.SUFFIX_SYNTAX and not _ignored(full, ignore):
-                        out.append((full, False))
+        if os.path.isdir(target):
+            out.extend((path, False) for path in _walk(str(target), ignore))
         else:
             out.append((str(target), True))
     return out
+
+
+def _walk(top, ignore):
+    """Candidate files under top, sorted, without following links to folders (no loops)."""
+    stack = [top]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue  # unreadable folder: nothing in it can be linted
+        subdirs = []
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in IGNORED_DIRS and not entry.name.startswith(".") and entry.name not in ignore:
+                        subdirs.append(entry.path)
+                elif (
+                    os.path.splitext(entry.name)[1].lower() in detect.SUFFIX_SYNTAX
+                    and entry.is_file()
+                    and not _ignored(entry.path, ignore)
+                ):
+                    yield entry.path
+            except OSError:
+                continue
+        stack.extend(reversed(subdirs))
 
 
 def _ignored(path, patterns):

@@ -3,15 +3,15 @@
 import json
 import os
 
-from .errors import one_line
+from .errors import MAX_MESSAGE, clip, one_line
 
 
 def text(result, out):
     # One finding, one line: keys and values quoted from the file may hold line breaks.
     for f in result.findings:
-        out.write(one_line(f"{f.path}:{f.line}:{f.column}: {f.rule} {f.message}") + "\n")
+        out.write(one_line(f"{f.path}:{f.line}:{f.column}: {f.rule} {clip(f.message, MAX_MESSAGE)}") + "\n")
     for err in result.unusable:
-        out.write(one_line(f"{_where(err)} unusable-input {err.message}") + "\n")
+        out.write(one_line(f"{_where(err)} unusable-input {clip(err.message, MAX_MESSAGE)}") + "\n")
 
 
 def as_json(result, out):
@@ -66,6 +66,17 @@ def github(result, out):
         )
 
 
+def artifact_uri(path):
+    """A path as a SARIF artifact URI (RFC 3986): relative paths stay relative, absolute ones are file: URIs."""
+    from pathlib import PurePath
+    from urllib.parse import quote
+
+    if os.path.isabs(path):
+        return PurePath(path).as_uri()
+    # Everything but unreserved characters and '/' percent-encoded: a ':' in the first segment would read as a scheme.
+    return quote(path.replace(os.sep, "/"), safe="/", errors="surrogateescape")
+
+
 def sarif(result, out):
     """SARIF 2.1.0 for code scanning."""
     from . import __version__, rules
@@ -102,7 +113,7 @@ def sarif(result, out):
                         "locations": [
                             {
                                 "physicalLocation": {
-                                    "artifactLocation": {"uri": f.path.replace(os.sep, "/")},
+                                    "artifactLocation": {"uri": artifact_uri(f.path)},
                                     "region": {"startLine": max(f.line, 1), "startColumn": max(f.column, 1)},
                                 }
                             }

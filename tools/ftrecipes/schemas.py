@@ -161,6 +161,9 @@ def validator(schema):
     return Draft202012Validator(schema, registry=registry())
 
 
+_MAX_SUGGESTIONS = 50
+
+
 def suggest(word, choices):
     """'did you mean' for a misspelled key, or '' when nothing is close."""
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
@@ -265,7 +268,10 @@ def _findings(v, err, doc, ignored_by):
             if key in allowed or any(re.search(p, key) for p in patterns):
                 continue
             where = "" if not path else f" in {name}"
-            out.append(at(path + (key,), "unknown-key", f"unknown key '{key}'{where}{ignored_by}{suggest(key, allowed)}"))
+            # A 'did you mean' costs milliseconds (difflib against every allowed key): past the
+            # first few unknown keys of one object it is a generated file, not a typo.
+            hint = suggest(key, allowed) if len(out) < _MAX_SUGGESTIONS else ""
+            out.append(at(path + (key,), "unknown-key", f"unknown key '{key}'{where}{ignored_by}{hint}"))
         return out or [at(path, "schema", err.message)]
     if err.validator == "required":
         missing = [k for k in err.validator_value if isinstance(err.instance, dict) and k not in err.instance]

@@ -1,23 +1,35 @@
-"""Parse JSON and YAML while remembering where every key and value stands.
+"""Read config files and parse JSON and YAML while remembering where every key and value stands.
 
-Lint findings and value errors must name a line and column, and duplicate keys
+Every file the tool reads comes through read_text: regular files only, size-limited,
+UTF-8. Lint findings and value errors must name a line and column, and duplicate keys
 must be caught (DeepSpeed's loader rejects them, YAML loaders keep the last one
 silently), so neither ``json.loads`` nor ``yaml.safe_load`` is enough.
 """
 
+import bisect
+import errno
 import json
+import math
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from json.decoder import scanstring
 
 import yaml
 
-from .errors import UserError
+from .errors import UserError, clip
 
-# An alias that expands into millions of nodes ("billion laughs") must not hang
-# or exhaust memory: real configs have a few hundred nodes at most.
-MAX_NODES = 200_000
-MAX_DEPTH = 200  # nesting levels, as for JSON below
+MAX_BYTES = 10 * 1024 * 1024  # configs are kilobytes; a huge file is a mistake, not a config
+MAX_DEPTH = 200  # nesting levels
+# Values in one document, aliases expanded: every value gets a recorded position, so
+# this bounds memory too (about 200 bytes a value). A 10 MiB config of short keys has
+# about 600,000; a list of 1,200,000 small numbers fits in 10 MB.
+MAX_NODES = 2_000_000
+# What YAML aliases may add on top of the text ("billion laughs" expands a 1 KB file
+# into gigabytes; an error message that echoes the data would print all of it).
+MAX_ALIAS_NODES = 100_000
+MAX_ALIAS_CHARS = 1024 * 1024
 
 
 @dataclass
@@ -48,31 +60,125 @@ class Document:
             path = path[:-1]
 
 
-def read_text(path, max_bytes=None):
-    """Read a file as UTF-8, turning every failure into a one-line UserError."""
+def read_text(path, max_bytes=MAX_BYTES):
+    """Read a regular file as UTF-8, turning every failure into a one-line UserError.
+
+    Whatever a path names is checked before a byte is read: a fifo would block
+    forever, /dev/zero never ends, and a config in a pull request may name either.
+    The file is opened non-blocking and checked again through its descriptor, so a
+    path swapped between the two checks cannot slip through.
+    """
+    _check_regular(path, os.stat, max_bytes)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
-    except IsADirectoryError:
-        raise UserError("is a directory", path=path) from None
+        fd = os.open(path, flags)
     except OSError as exc:
-        raise UserError(f"cannot read: {exc.strerror or exc}", path=path) from None
-    if max_bytes is not None and len(raw) > max_bytes:
-        raise UserError(f"file larger than {max_bytes // (1024 * 1024)} MiB; not a config", path=path)
+        raise UserError(_os_reason(exc), path=path) from None
+    try:
+        _check_regular(fd, os.fstat, max_bytes, path)
+        raw = _read_fd(fd, max_bytes + 1)
+    except OSError as exc:
+        raise UserError(_os_reason(exc), path=path) from None
+    finally:
+        os.close(fd)
+    if len(raw) > max_bytes:
+        raise UserError(_too_large(max_bytes), path=path)
+    return decode(raw, path)
+
+
+def regular_file(path, max_bytes=MAX_BYTES):
+    """True when path is a regular file (after symlinks) that read_text would accept by size."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size <= max_bytes
+
+
+def _check_regular(target, stat_fn, max_bytes, path=None):
+    path = target if path is None else path
+    try:
+        st = stat_fn(target)
+    except OSError as exc:
+        raise UserError(_os_reason(exc), path=path) from None
+    except ValueError:  # a NUL byte in the path
+        raise UserError("invalid path", path=path) from None
+    mode = st.st_mode
+    if stat.S_ISDIR(mode):
+        raise UserError("is a directory", path=path)
+    if not stat.S_ISREG(mode):
+        raise UserError(f"not a regular file ({_file_type(mode)}); not a config", path=path)
+    if st.st_size > max_bytes:
+        raise UserError(_too_large(max_bytes), path=path)
+
+
+def _file_type(mode):
+    for test, name in ((stat.S_ISFIFO, "a fifo"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "a special file"
+
+
+def _os_reason(exc):
+    if exc.errno == errno.ELOOP:
+        return "cannot read: symbolic link loop"
+    if exc.errno == errno.ENOENT:
+        return "cannot read: no such file"
+    return f"cannot read: {exc.strerror or exc}"
+
+
+def _too_large(max_bytes):
+    return f"file larger than {max_bytes / (1024 * 1024):g} MiB; not a config"
+
+
+def _read_fd(fd, limit):
+    chunks, size = [], 0
+    while size < limit:
+        chunk = os.read(fd, min(limit - size, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def decode(raw, path):
+    """Bytes of a config → text: UTF-8 only, a leading BOM dropped, no NUL bytes."""
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise UserError("UTF-16 text; configs must be UTF-8", path=path, line=1, column=1)
     if b"\x00" in raw:
         raise UserError("binary file (contains NUL bytes); not a config", path=path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise UserError(f"invalid UTF-8 at byte {exc.start}", path=path, line=line) from None
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise UserError(f"invalid UTF-8 at byte {exc.start}", path=path, line=line, column=column) from None
     return text.removeprefix("\ufeff")
+
+
+def load(path, syntax, max_bytes=MAX_BYTES):
+    """Read and parse a file in one step; syntax: 'json' or 'yaml'."""
+    return parse(read_text(path, max_bytes), str(path), syntax)
 
 
 # ---------------------------------------------------------------- JSON
 
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?")
 _WS = re.compile(r"[ \t\n\r]*")
+_WS_CHARS = (" ", "\t", "\n", "\r")  # not a str: '' in a str is True, and '' is the end of the text
+_LITERALS = {"t": ("true", True), "f": ("false", False), "n": ("null", None)}
+
+
+def check_number(value, fail):
+    """A parsed number a config can hold: finite, and an integer Python can print.
+
+    fail(message) raises; 1e400 is infinity and NaN compares unequal to itself, so
+    neither is a size, a rate or a count.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        fail("number is not finite (NaN or out of range)")
+    return value
 
 
 class _JsonParser:
@@ -81,23 +187,20 @@ class _JsonParser:
         self.path = path
         self.doc = Document(path=path, data=None, text=text)
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self.count = 0
 
     def pos(self, idx):
-        # Binary search over line starts: configs are small, but a 100 MB input must not be quadratic.
-        lo, hi = 0, len(self.line_starts) - 1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self.line_starts[mid] <= idx:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo + 1, idx - self.line_starts[lo] + 1
+        line = bisect.bisect_right(self.line_starts, idx) - 1
+        return line + 1, idx - self.line_starts[line] + 1
 
     def fail(self, msg, idx):
         line, col = self.pos(min(idx, len(self.text)))
         raise UserError(f"invalid JSON: {msg}", path=self.path, line=line, column=col)
 
     def ws(self, idx):
+        # Called around every token: skip the regex when no whitespace follows (compact JSON).
+        if self.text[idx : idx + 1] not in _WS_CHARS:
+            return idx
         return _WS.match(self.text, idx).end()
 
     def parse(self):
@@ -114,6 +217,9 @@ class _JsonParser:
     def value(self, idx, path, depth):
         if depth > MAX_DEPTH:
             self.fail("nested too deeply", idx)
+        self.count += 1
+        if self.count > MAX_NODES:
+            self.fail(f"more than {MAX_NODES:,} values; not a config", idx)
         self.doc.positions[path] = self.pos(idx)
         ch = self.text[idx : idx + 1]
         if ch == "{":
@@ -122,16 +228,28 @@ class _JsonParser:
             return self.arr(idx + 1, path, depth)
         if ch == '"':
             return self.string(idx + 1)
-        for word, val in (("true", True), ("false", False), ("null", None)):
+        if ch in _LITERALS:
+            word, val = _LITERALS[ch]
             if self.text.startswith(word, idx):
                 return val, idx + len(word)
         m = _NUMBER.match(self.text, idx)
         if m and m.end() > idx:
-            num = m.group(0)
-            return (float(num) if m.group(1) or m.group(2) else int(num)), m.end()
+            return self.number(m, idx), m.end()
         if not ch:
             self.fail("unexpected end of file", idx)
+        for word in ("NaN", "Infinity", "-Infinity"):
+            if self.text.startswith(word, idx):  # Python's json module reads them; JSON has no such numbers
+                self.fail(f"{word} is not a JSON number", idx)
         self.fail(f"unexpected character {ch!r}", idx)
+
+    def number(self, m, idx):
+        num = m.group(0)
+        if m.group(1) or m.group(2):
+            return check_number(float(num), lambda msg: self.fail(msg, idx))
+        try:
+            return int(num)
+        except ValueError:  # over sys.get_int_max_str_digits() digits
+            self.fail(f"integer with {len(num):,} digits is too large", idx)
 
     def string(self, idx):
         try:
@@ -150,9 +268,10 @@ class _JsonParser:
             key_idx = idx
             key, idx = self.string(idx + 1)
             child = path + (key,)
+            kpos = self.pos(key_idx)
             if key in result:
-                self.doc.duplicates.append((child, *self.pos(key_idx)))
-            self.doc.key_positions[child] = self.pos(key_idx)
+                self.doc.duplicates.append((child, *kpos))
+            self.doc.key_positions[child] = kpos
             idx = self.ws(idx)
             if self.text[idx : idx + 1] != ":":
                 self.fail("expected ':' after key", idx)
@@ -189,124 +308,221 @@ def parse_json(text, path="<string>"):
 
 # ---------------------------------------------------------------- YAML
 
+# libyaml's parser when PyYAML was built with it (several times faster); the events and
+# marks are the same as the pure-Python parser's, so positions do not change.
+_Loader = yaml.CSafeLoader if getattr(yaml, "__with_libyaml__", False) else yaml.SafeLoader
+_TAG = "tag:yaml.org,2002:"
+_PLAIN_COLLECTIONS = (None, "!", _TAG + "map", _TAG + "seq")
+# Scalar tags a config may carry: what yaml.safe_load resolves plain scalars to.
+_SCALAR_TAGS = {_TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp")}
+_NOKEY = object()
 
-_PLAIN_COLLECTIONS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
+
+class _Frame:
+    __slots__ = ("value", "path", "is_map", "key", "key_pos", "anchor", "nodes", "chars")
+
+    def __init__(self, value, path, anchor, nodes, chars):
+        self.value, self.path, self.anchor = value, path, anchor
+        self.is_map = isinstance(value, dict)
+        self.key, self.key_pos = _NOKEY, None
+        self.nodes, self.chars = nodes, chars  # counters when it started: its size for an anchor
 
 
-class _YamlBuilder:
-    def __init__(self, path, text):
+class _YamlComposer:
+    """Build data and positions straight from parser events.
+
+    Composing a node tree first (PyYAML's way) costs time and memory before any limit
+    can apply, and recurses once per nesting level. Here depth, values and alias
+    expansion are counted as each event arrives, and an anchor is only usable once
+    its node is complete (no recursive aliases).
+    """
+
+    def __init__(self, loader, path, text):
+        self.loader = loader
         self.doc = Document(path=path, data=None, text=text)
-        self.count = 0
+        self.stack = []
+        self.anchors = {}  # name -> (value, nodes, chars)
+        self.nodes = self.chars = self.alias_nodes = self.alias_chars = 0
 
-    def build(self, node, path):
-        self.count += 1
+    def fail(self, msg, mark):
+        raise UserError(msg, path=self.doc.path, line=mark.line + 1, column=mark.column + 1)
+
+    def run(self):
+        get = self.loader.get_event
+        get()  # StreamStart
+        if isinstance(get(), yaml.StreamEndEvent):  # else DocumentStart
+            return self.doc
+        handlers = {
+            yaml.ScalarEvent: self.scalar,
+            yaml.AliasEvent: self.alias,
+            yaml.MappingStartEvent: self.start,
+            yaml.SequenceStartEvent: self.start,
+            yaml.MappingEndEvent: self.end,
+            yaml.SequenceEndEvent: self.end,
+        }
+        event = get()
+        while not isinstance(event, (yaml.DocumentEndEvent, yaml.StreamEndEvent)):
+            handlers[type(event)](event)
+            event = get()
+        if isinstance(event, yaml.DocumentEndEvent):
+            event = get()
+            if not isinstance(event, yaml.StreamEndEvent):
+                self.fail("invalid YAML: expected a single document, found another", event.start_mark)
+        return self.doc
+
+    def place(self, event):
+        """The path of the node an event starts; None when it is a mapping key."""
+        if not self.stack:
+            path = ()
+        else:
+            top = self.stack[-1]
+            if top.is_map and top.key is _NOKEY:
+                return None
+            path = top.path + ((top.key,) if top.is_map else (len(top.value),))
         if len(path) > MAX_DEPTH:
-            raise UserError("invalid YAML: nested too deeply", path=self.doc.path, line=node.start_mark.line + 1, column=node.start_mark.column + 1)
-        if self.count > MAX_NODES:
-            line = node.start_mark.line + 1
-            raise UserError(
-                f"YAML expands to more than {MAX_NODES} nodes (alias bomb?); refusing",
-                path=self.doc.path,
-                line=line,
-            )
-        self.doc.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
-        if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.tag not in _PLAIN_COLLECTIONS:
+            self.fail("invalid YAML: nested too deeply", event.start_mark)
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            self.fail(f"YAML holds more than {MAX_NODES:,} values; not a config", event.start_mark)
+        mark = event.start_mark
+        self.doc.positions[path] = (mark.line + 1, mark.column + 1)
+        return path
+
+    def attach(self, value, anchor, nodes=1, chars=0):
+        if anchor is not None:
+            self.anchors[anchor] = (value, nodes, chars)
+        if not self.stack:
+            self.doc.data = value
+            return
+        top = self.stack[-1]
+        if top.is_map:
+            top.value[top.key] = value
+            top.key = _NOKEY
+        else:
+            top.value.append(value)
+
+    def set_key(self, key, event):
+        top = self.stack[-1]
+        mark = event.start_mark
+        if key is None or isinstance(key, (dict, list)):
+            self.fail("invalid YAML: mapping keys must be plain scalars", mark)
+        if key in top.value:
+            self.doc.duplicates.append((top.path + (key,), mark.line + 1, mark.column + 1))
+        top.key = key
+        self.doc.key_positions[top.path + (key,)] = (mark.line + 1, mark.column + 1)
+
+    def scalar(self, event):
+        path = self.place(event)
+        tag = event.tag
+        if tag is None:
+            tag = self.loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+        elif tag == "!":
+            # PyYAML's parser resolves a '!' scalar as if plain, libyaml's as quoted: follow yaml.safe_load.
+            tag = self.loader.resolve(yaml.ScalarNode, event.value, (True, False))
+        if path is None and tag == _TAG + "merge":
+            self.fail("invalid YAML: merge keys ('<<') are not supported in configs", event.start_mark)
+        value = event.value if tag == _TAG + "str" else self.construct(tag, event)
+        self.chars += len(event.value)
+        if path is None:
+            self.set_key(value, event)
+            if event.anchor is not None:
+                self.anchors[event.anchor] = (value, 1, len(event.value))
+        else:
+            self.attach(value, event.anchor, 1, len(event.value))
+
+    def construct(self, tag, event):
+        short = tag.replace(_TAG, "!!")
+        if tag not in _SCALAR_TAGS:
+            self.fail(f"invalid YAML: tag '{short}' is not supported in configs", event.start_mark)
+        node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+        try:
+            value = self.loader.yaml_constructors[tag](self.loader, node)
+        except (ValueError, TypeError, AttributeError, OverflowError, KeyError, yaml.YAMLError) as exc:
+            too_long = isinstance(exc, ValueError) and "digits" in str(exc)
+            what = "integer is too large" if too_long else f"{clip(event.value)!r} is not a valid {short}"
+            self.fail(f"invalid YAML: {what}", event.start_mark)
+        return check_number(value, lambda msg: self.fail(f"invalid YAML: {msg}", event.start_mark))
+
+    def alias(self, event):
+        if event.anchor not in self.anchors:
+            self.fail(f"invalid YAML: alias '*{event.anchor}' names no complete anchor before it", event.start_mark)
+        value, nodes, chars = self.anchors[event.anchor]
+        path = self.place(event)
+        self.nodes += nodes - 1
+        self.chars += chars
+        self.alias_nodes += nodes
+        self.alias_chars += chars
+        if self.alias_nodes > MAX_ALIAS_NODES or self.alias_chars > MAX_ALIAS_CHARS or self.nodes > MAX_NODES:
+            self.fail("YAML aliases expand too far (alias bomb?); refusing", event.start_mark)
+        if path is None:
+            self.set_key(value, event)
+        else:
+            self.attach(value, None, nodes, chars)
+
+    def start(self, event):
+        path = self.place(event)
+        if path is None:
+            self.fail("invalid YAML: mapping keys must be plain scalars", event.start_mark)
+        if event.tag not in _PLAIN_COLLECTIONS:
             # yaml.safe_load (what the frameworks use) refuses these; don't quietly read a list instead.
-            raise UserError(
-                f"invalid YAML: tag '{node.tag}' is not supported in configs",
-                path=self.doc.path,
-                line=node.start_mark.line + 1,
-                column=node.start_mark.column + 1,
-            )
-        if isinstance(node, yaml.MappingNode):
-            result = {}
-            for key_node, value_node in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    raise UserError(
-                        "YAML merge keys ('<<') are not supported in configs",
-                        path=self.doc.path,
-                        line=key_node.start_mark.line + 1,
-                        column=key_node.start_mark.column + 1,
-                    )
-                key = self.scalar(key_node) if isinstance(key_node, yaml.ScalarNode) else None
-                if key is None or isinstance(key, (list, dict)):
-                    raise UserError(
-                        "mapping keys must be plain scalars",
-                        path=self.doc.path,
-                        line=key_node.start_mark.line + 1,
-                        column=key_node.start_mark.column + 1,
-                    )
-                child = path + (key,)
-                kpos = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-                if key in result:
-                    self.doc.duplicates.append((child, *kpos))
-                self.doc.key_positions[child] = kpos
-                result[key] = self.build(value_node, child)
-            return result
-        if isinstance(node, yaml.SequenceNode):
-            return [self.build(item, path + (i,)) for i, item in enumerate(node.value)]
-        return self.scalar(node)
+            self.fail(f"invalid YAML: tag '{event.tag}' is not supported in configs", event.start_mark)
+        value = {} if isinstance(event, yaml.MappingStartEvent) else []
+        self.stack.append(_Frame(value, path, event.anchor, self.nodes - 1, self.chars))
 
-    def scalar(self, node):
-        return yaml.SafeLoader.construct_scalar_value(node)
+    def end(self, event):
+        frame = self.stack.pop()
+        self.attach(frame.value, frame.anchor, self.nodes - frame.nodes, self.chars - frame.chars)
 
 
-def _construct_scalar(node):
-    # SafeLoader's resolver already tagged the node (int, float, bool, null, str,
-    # timestamp); construct it with a throwaway loader so tags mean what they
-    # mean in yaml.safe_load.
-    loader = yaml.SafeLoader("")
-    try:
-        return loader.construct_object(node, deep=True)
-    finally:
-        loader.dispose()
-
-
-yaml.SafeLoader.construct_scalar_value = staticmethod(_construct_scalar)
+# Configs this size or smaller go through PyYAML's pure-Python parser: it is the one
+# yaml.safe_load uses, and so the frameworks; libyaml accepts a few odd inputs it refuses
+# ('!' followed by a tab, ...). Larger files (data dumps, generated configs) would take
+# tens of seconds there and go through libyaml.
+_PYTHON_PARSER_CHARS = 64 * 1024
 
 
 def parse_yaml(text, path="<string>"):
+    loader = yaml.SafeLoader if len(text) <= _PYTHON_PARSER_CHARS else _Loader
+    return _compose(loader, text, path)
+
+
+def _compose(loader_class, text, path):
+    loader = None
     try:
-        loader = yaml.SafeLoader(text)
-        try:
-            node = loader.get_single_node()
-        finally:
-            loader.dispose()
-    except RecursionError:
-        # PyYAML composes nested collections recursively: 100,000 '[' would crash it.
-        raise UserError("invalid YAML: nested too deeply", path=path) from None
+        loader = loader_class(text)  # the pure-Python reader checks characters here
+        return _YamlComposer(loader, path, text).run()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         msg = exc.problem or exc.context or "invalid YAML"
-        raise UserError(
-            f"invalid YAML: {msg}",
-            path=path,
-            line=mark.line + 1 if mark else None,
-            column=mark.column + 1 if mark else None,
-        ) from None
+        line, column = _clamp(text, mark) if mark else (None, None)
+        raise UserError(f"invalid YAML: {msg}", path=path, line=line, column=column) from None
     except yaml.reader.ReaderError as exc:
-        # A character YAML does not allow (C1 controls, U+FFFE...): one line, with its position.
-        line = text.count("\n", 0, exc.position) + 1
-        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
         char = exc.character if isinstance(exc.character, int) else ord(exc.character)
-        raise UserError(f"invalid YAML: character U+{char:04X} is not allowed ({exc.reason})", path=path, line=line, column=column) from None
+        raise _bad_char(text, path, char, exc.reason) from None
+    except UnicodeEncodeError as exc:
+        # libyaml takes UTF-8: a lone surrogate (from a JSON-style escape upstream) cannot be one.
+        raise _bad_char(text, path, ord(text[exc.start]), "not a Unicode scalar value") from None
     except yaml.YAMLError as exc:
         raise UserError("invalid YAML: " + " ".join(str(exc).split()), path=path) from None
-    builder = _YamlBuilder(path, text)
-    if node is None:
-        builder.doc.data = None
-        return builder.doc
-    try:
-        builder.doc.data = builder.build(node, ())
-    except yaml.constructor.ConstructorError as exc:
-        mark = exc.problem_mark
-        raise UserError(
-            f"invalid YAML: {exc.problem}",
-            path=path,
-            line=mark.line + 1 if mark else None,
-            column=mark.column + 1 if mark else None,
-        ) from None
-    return builder.doc
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _clamp(text, mark):
+    """A parser mark as (line, column), never past the end of the text (libyaml's can be)."""
+    lines = text.split("\n")
+    line = min(mark.line, len(lines) - 1)
+    column = mark.column if line == mark.line else len(lines[line])
+    return line + 1, min(column, len(lines[line])) + 1
+
+
+def _bad_char(text, path, char, reason):
+    """A character YAML does not allow (C1 controls, U+FFFE...): one line, with its position."""
+    at = text.find(chr(char))
+    line = text.count("\n", 0, at) + 1 if at >= 0 else None
+    column = at - (text.rfind("\n", 0, at) + 1) + 1 if at >= 0 else None
+    return UserError(f"invalid YAML: character U+{char:04X} is not allowed ({reason})", path=path, line=line, column=column)
 
 
 def parse(text, path, syntax):

@@ -1,9 +1,10 @@
 """Values: recipe defaults, --set overrides, typed by the recipe's values schema and validated."""
 
+import math
 import re
 
 from . import schemas, sources
-from .errors import UserError
+from .errors import UserError, clip
 
 _INT = re.compile(r"^[-+]?\d+$")
 _TRUE = {"true", "yes", "on", "1"}
@@ -70,6 +71,32 @@ def coerce(raw, kind):
     return raw
 
 
+_PYTHON_TYPES = {
+    # bool is an int in Python and 4096.0 an integer to jsonschema; neither is one to a launch flag.
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+    "boolean": lambda v: isinstance(v, bool),
+    "string": lambda v: isinstance(v, str),
+}
+
+
+def type_problem(recipe, key, value):
+    """What is wrong with a value's Python type for its schema, the way --set would see it; None if fine."""
+    prop = _property_schema(recipe, key)
+    check = _PYTHON_TYPES.get(kind_of(prop)) if prop is not None else None
+    if value is None or check is None or check(value):
+        return None
+    return f"expected {'an' if kind_of(prop)[0] == 'i' else 'a'} {kind_of(prop)}, got {type(value).__name__} {clip(repr(value))}"
+
+
+def _check_types(recipe, data, doc, prefix=()):
+    for key, value in data.items():
+        problem = type_problem(recipe, key, value)
+        if problem:
+            line, col = doc.where(prefix + (key,))
+            raise UserError(problem, path=doc.path, line=line, column=col, key=str(key))
+
+
 def parse_sets(recipe, items):
     """--set key=value items → {key: typed value}; later items win, like Helm."""
     out = {}
@@ -108,6 +135,7 @@ def load_file(recipe, path):
     if problems:
         p = problems[0]
         raise UserError(p.message, path=path, line=p.line, column=p.column)
+    _check_types(recipe, doc.data, doc)
     return dict(doc.data)
 
 
@@ -134,6 +162,7 @@ def resolve(recipe, overrides=None):
     problem = _first_problem(recipe, defaults, sub)
     if problem:
         raise UserError(problem.message.replace("(top level)", "values"), path=problem.path, line=problem.line, column=problem.column)
+    _check_types(recipe, defaults, sub)
     overrides = overrides or {}
     merged = dict(defaults)
     merged.update(overrides)

@@ -6,9 +6,11 @@ in tests (Qwen2.5-7B must give 7,615,616,512 and Llama-3-8B 8,030,261,248).
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field, replace
+
+from .. import sources
+from ..errors import UserError, clip
 
 GiB = 1024 ** 3
 GB = 1000 ** 3
@@ -264,9 +266,8 @@ def model(name_or_path: str) -> ModelShape:
         path = name_or_path
         if os.path.isdir(path):
             path = os.path.join(path, "config.json")
-        with open(path, encoding="utf-8") as f:
-            cfg = json.load(f)
-        return with_vision(shape_from_hf_config(cfg, name=name_or_path), cfg)
+        doc = sources.load(path, "json")
+        return with_vision(shape_from_hf_config(doc.data, name=name_or_path, doc=doc), doc.data)
     key = name_or_path.rsplit("/", 1)[-1].lower()
     key = key.replace("meta-llama-3", "llama-3").replace("minicpm-v-2.6", "minicpm-v-2_6")
     for n, m in MODELS.items():
@@ -275,18 +276,70 @@ def model(name_or_path: str) -> ModelShape:
     raise KeyError(f"unknown model {name_or_path!r}: pass a local config.json or --params; known: {', '.join(MODELS)}")
 
 
-def shape_from_hf_config(cfg: dict, name: str = "config.json") -> ModelShape:
-    # Multimodal configs (MiniCPM-V, Llava) nest the language model under text_config.
-    text = cfg.get("text_config") or cfg.get("llm_config") or cfg
-    mtype = text.get("model_type", cfg.get("model_type", "llama"))
+# HF config.json fields the shape is built from: where (under the language model's config)
+# and alternative names (GPT-2 style); counts must be positive integers.
+_HF_COUNTS = (("hidden_size",), ("vocab_size",), ("num_hidden_layers", "n_layer"), ("num_attention_heads", "n_head"))
+_HF_OPTIONAL_COUNTS = ("intermediate_size", "num_key_value_heads", "head_dim")
+_HF_FLAGS = ("tie_word_embeddings", "attention_bias")
+_MAX_DIM = 2**31 - 1  # a tensor dimension
+# What with_vision reads of a VLM's image tower, when present.
+_HF_VISION_COUNTS = tuple(("vision_config", k) for k in (
+    "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "patch_size", "image_size")) + (
+    ("slice_config", "scale_resolution"), ("image_size",), ("query_num",), ("mm_tokens_per_image",))
+
+
+def _language_config(cfg):
+    """(path, config) of the language model: multimodal configs (MiniCPM-V, Llava) nest it."""
+    for nested in ("text_config", "llm_config"):
+        if cfg.get(nested) is not None:
+            return (nested,), cfg[nested]
+    return (), cfg
+
+
+def _check_hf_config(cfg, name, doc):
+    def fail(path, message):
+        line, col = doc.where(path) if doc is not None else (None, None)
+        raise UserError(message, path=doc.path if doc is not None else name, line=line, column=col,
+                        key=".".join(path) or None)
+
+    if not isinstance(cfg, dict):
+        fail((), "a HF config.json must be a JSON object")
+    if doc is not None and doc.duplicates:
+        key, line, col = doc.duplicates[0]
+        raise UserError("duplicate key (which value counts depends on the reader)", path=doc.path, line=line,
+                        column=col, key=".".join(map(str, key)))
+    prefix, text = _language_config(cfg)
+    if not isinstance(text, dict):
+        fail(prefix, "must be a mapping (the language model's config)")
+    if not isinstance(text.get("model_type", cfg.get("model_type", "llama")), str):
+        fail(prefix + ("model_type",), "must be a string")
+    for names in _HF_COUNTS + tuple((k,) for k in _HF_OPTIONAL_COUNTS):
+        present = [k for k in names if text.get(k) is not None]
+        if not present:
+            if names[0] not in _HF_OPTIONAL_COUNTS:
+                fail(prefix, f"missing {' or '.join(names)} (needed for the memory estimate)")
+            continue
+        value = text[present[0]]
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MAX_DIM:
+            fail(prefix + (present[0],), f"must be an integer from 1 to {_MAX_DIM}, not {clip(repr(value))}")
+    for flag in _HF_FLAGS:
+        if text.get(flag) is not None and not isinstance(text[flag], bool):
+            fail(prefix + (flag,), f"must be true or false, not {clip(repr(text[flag]))}")
+
+
+def shape_from_hf_config(cfg: dict, name: str = "config.json", doc=None) -> ModelShape:
+    """A ModelShape from a HF config dict; a value it cannot use is a UserError (at doc's positions)."""
+    _check_hf_config(cfg, name, doc)
+    _prefix, text = _language_config(cfg)
+    mtype = text.get("model_type") or cfg.get("model_type") or "llama"
     h = text["hidden_size"]
-    heads = text.get("num_attention_heads", text.get("n_head"))
-    inter = text.get("intermediate_size", 4 * h)
+    heads = text.get("num_attention_heads") or text.get("n_head")
+    inter = text.get("intermediate_size") or 4 * h
     if mtype == "qwen":  # Qwen v1 halves it, see the catalog entry above
         inter //= 2
     return ModelShape(
         name=name, hidden_size=h, intermediate_size=inter,
-        num_hidden_layers=text.get("num_hidden_layers", text.get("n_layer")),
+        num_hidden_layers=text.get("num_hidden_layers") or text.get("n_layer"),
         num_attention_heads=heads, num_key_value_heads=text.get("num_key_value_heads") or heads,
         vocab_size=text["vocab_size"], tie_word_embeddings=bool(text.get("tie_word_embeddings", False)),
         qkv_bias=bool(text.get("attention_bias", mtype in ("qwen2", "qwen"))), model_type=mtype,

@@ -3,13 +3,58 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+import math
 
 from . import configs
+from ..errors import UserError
 from .estimate import Setup
 from .inputs import run, setup_from_deepspeed
 from .model_states import zero_paper_model_states
 from .report import render_svg, render_text
+
+
+_MAX_COUNT = 2**31 - 1  # a tensor dimension, a process count
+
+
+def count(minimum):
+    """argparse type: an integer from minimum up; -1, 0 GPUs or a 10,000-digit number is bad input."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, not {text[:40]!r}") from None
+        if not minimum <= value <= _MAX_COUNT:
+            raise argparse.ArgumentTypeError(f"must be an integer from {minimum} to {_MAX_COUNT}, not {value}")
+        return value
+    return parse
+
+
+def amount(low, high, high_included=True):
+    """argparse type: a finite number above low, up to high (NaN and inf are not amounts)."""
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, not {text[:40]!r}") from None
+        if not (math.isfinite(value) and value > low and (value <= high if high_included else value < high)):
+            raise argparse.ArgumentTypeError(f"must be a number above {low:g} and {'at most' if high_included else 'below'} {high:g}, not {text[:40]}")
+        return value
+    return parse
+
+
+def lora_target(text):
+    """argparse type: 'all' or comma-separated module names the memory model knows."""
+    from .activations import ALL_LINEAR, lora_targets
+
+    if text.strip().lower() in ("all", "all-linear", "all_linear"):
+        return text
+    names = [t for t in text.replace(" ", "").split(",") if t]
+    # lora_targets falls back to every linear layer for names it does not know: say so instead.
+    unknown = [t for t in names if lora_targets(t) == ALL_LINEAR and t not in ALL_LINEAR]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown module {(unknown or [text])[0][:40]!r}; use 'all' or names from {', '.join(ALL_LINEAR)}")
+    return text
 
 
 def _add_estimate(sp):
@@ -22,15 +67,15 @@ def _add_estimate(sp):
                    help="DeepSpeed JSON, LLaMA-Factory / TRL / accelerate YAML or OpenRLHF script (repeatable)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--model", help="catalog name (e.g. Qwen2.5-7B) or path to a HF config.json")
-    g.add_argument("--params", type=float, help="parameter count (model states only)")
+    g.add_argument("--params", type=amount(0, 1e15), help="parameter count (model states only)")
     p.add_argument("--gpu")
-    p.add_argument("--gpus", type=int, help="training processes (GPUs), data-parallel size")
-    p.add_argument("--gpus-per-node", type=int)
-    p.add_argument("--seq-len", type=int)
-    p.add_argument("--micro-batch", type=int)
+    p.add_argument("--gpus", type=count(1), help="training processes (GPUs), data-parallel size")
+    p.add_argument("--gpus-per-node", type=count(1))
+    p.add_argument("--seq-len", type=count(1))
+    p.add_argument("--micro-batch", type=count(1))
     p.add_argument("--gradient-checkpointing", action="store_true")
-    p.add_argument("--lora-rank", type=int)
-    p.add_argument("--lora-target")
+    p.add_argument("--lora-rank", type=count(0))
+    p.add_argument("--lora-target", type=lora_target)
     p.add_argument("--method", choices=["sft", "dpo", "grpo"])
     p.add_argument("--attn-implementation", choices=["flash_attention_2", "sdpa", "eager"])
     p.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3])
@@ -38,9 +83,9 @@ def _add_estimate(sp):
     p.add_argument("--offload-optimizer", choices=["none", "cpu", "nvme"])
     p.add_argument("--offload-param", choices=["none", "cpu", "nvme"])
     p.add_argument("--vllm-mode", choices=["none", "server", "colocate"], default="none")
-    p.add_argument("--vllm-gpus", type=int, default=0)
-    p.add_argument("--vllm-gpu-memory-utilization", type=float)
-    p.add_argument("--host-ram-gb", type=float, help="host RAM per node (GiB) for the host verdict")
+    p.add_argument("--vllm-gpus", type=count(0), default=0)
+    p.add_argument("--vllm-gpu-memory-utilization", type=amount(0, 1))
+    p.add_argument("--host-ram-gb", type=amount(0, 1e9), help="host RAM per node (GiB) for the host verdict")
     p.add_argument("--model-states-only", action="store_true",
                    help="per-GPU model states as the ZeRO paper counts them (2Ψ+2Ψ+12Ψ by stage)")
     p.add_argument("--json", action="store_true")
@@ -52,11 +97,11 @@ def _add_estimate(sp):
 def _add_trace(sp):
     p = sp.add_parser("trace", help="measure one real training step with fake tensors (needs torch)")
     p.add_argument("--model", required=True)
-    p.add_argument("--seq-len", type=int, default=2048)
-    p.add_argument("--micro-batch", type=int, default=1)
+    p.add_argument("--seq-len", type=count(1), default=2048)
+    p.add_argument("--micro-batch", type=count(1), default=1)
     p.add_argument("--gradient-checkpointing", action="store_true")
-    p.add_argument("--lora-rank", type=int, default=0)
-    p.add_argument("--lora-target", default="all")
+    p.add_argument("--lora-rank", type=count(0), default=0)
+    p.add_argument("--lora-target", type=lora_target, default="all")
     p.add_argument("--attn-implementation", default="sdpa")
     p.set_defaults(func=main, memory_command="trace")
     return p
@@ -93,13 +138,18 @@ def main(args) -> int:
         print(json.dumps(r, indent=1))
         return 0
     if args.recipe and not (args.model or args.params):
-        print("recipe mode is run by the main ftrecipes CLI (it resolves the recipe and calls "
-              "ftrecipes.memory.estimate_from_values); here pass --model/--params", file=sys.stderr)
-        return 2
-    s = setup_from_args(args)
-    if not (s.model or s.params):
-        print("need --model NAME|config.json or --params N (or a config file naming a known model)", file=sys.stderr)
-        return 2
+        raise UserError("recipe mode is run by the main ftrecipes CLI; here pass --model/--params")
+    try:
+        s = setup_from_args(args)
+        if not (s.model or s.params):
+            raise UserError("estimate needs a recipe name, or --model NAME|config.json or --params N "
+                            "(or a config file naming a known model)")
+        return _estimate(args, s)
+    except (KeyError, ValueError) as exc:  # unknown model or GPU name, a combination the model refuses
+        raise UserError(exc.args[0] if exc.args else str(exc)) from None
+
+
+def _estimate(args, s) -> int:
     if args.model_states_only:
         if s.model:
             from .estimate import _counts
@@ -115,20 +165,18 @@ def main(args) -> int:
             print(f"model states per GPU (ZeRO paper, K=12): {b / 1e9:.1f} GB ({b / 1024 ** 3:.1f} GiB) "
                   f"for {n_params:,} parameters, {s.gpus} GPUs, ZeRO stage {s.zero_stage}")
         return 0
-    try:
-        r = run(s)
-    except (KeyError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    r = run(s)
     if args.svg:
-        with open(args.svg, "w", encoding="utf-8") as f:
-            f.write(render_svg(r))
+        from ..atomic import write_one
+
+        write_one(args.svg, render_svg(r))
     print(json.dumps(r.to_json(), indent=1) if args.json else render_text(r))
     return {"fits": 0, "tight": 0, "oom": 3}[r.verdict]
 
 
 def standalone(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ftrecipes.memory")
+    from ..cli import OneLineParser, run_parsed
+
+    ap = OneLineParser(prog="python -m ftrecipes.memory")
     register(ap.add_subparsers(dest="command", required=True))
-    a = ap.parse_args(argv)
-    return a.func(a)
+    return run_parsed(ap, argv)

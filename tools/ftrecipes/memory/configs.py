@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from ..errors import UserError
+from .inputs import DEEPSPEED_FIELDS, check_fields
 from . import catalog
 
 # transformers' OptimizerNames (training_args.py) -> Setup.optimizer
@@ -310,6 +311,7 @@ def read(paths) -> tuple[dict, dict]:
         if cfg is None:
             continue
         if cfg.kind == "deepspeed":
+            check_fields(cfg.doc, DEEPSPEED_FIELDS)  # what the estimate reads, typed as DeepSpeed reads it
             ds = {**ds, **cfg.data}
         elif cfg.kind in _MAPPERS:
             out.update({k: v for k, v in _MAPPERS[cfg.kind](_File(cfg)).items() if v is not None})

@@ -1,8 +1,11 @@
 """Turn recipe values or a DeepSpeed JSON into a Setup, and run estimate + remedies."""
 from __future__ import annotations
 
+import math
 from dataclasses import fields
 
+from .. import sources
+from ..errors import UserError, clip
 from .estimate import Result, Setup, estimate
 from .remedies import remedies
 
@@ -27,6 +30,98 @@ def _num(v):
         return int(float(v))
     except (TypeError, ValueError):
         return None
+
+
+# ---------------------------------------------------------------- reading a DeepSpeed JSON
+
+INT64_MAX = 2**63 - 1  # what DeepSpeed and torch hold a count or a size in
+_MISSING = object()
+_OR_AUTO = ' or "auto"'
+
+
+def _describe(value):
+    return "null" if value is None else f"{type(value).__name__} {clip(repr(value))}"
+
+
+def _mapping(value, nullable=False):
+    if isinstance(value, dict) or (nullable and value is None):
+        return None
+    return f"must be a mapping, not {_describe(value)}"
+
+
+def _count(value, minimum=1, auto=True):
+    """A batch size or step count: an integer (not a bool, not 2.0), or "auto" for a trainer to fill."""
+    if auto and value == "auto":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= INT64_MAX:
+        return f"must be an integer from {minimum} to {INT64_MAX}{_OR_AUTO if auto else ''}, not {_describe(value)}"
+    return None
+
+
+def _size(value):
+    """A bucket size: DeepSpeed's pydantic models take 5e8 as well as 500000000."""
+    if value == "auto":
+        return None
+    if isinstance(value, str) and value.strip().isdecimal() and len(value) < 20:
+        value = int(value)  # pydantic's lax mode reads "500000000" as an int
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value != int(value) or not 0 <= value <= INT64_MAX:
+        return f"must be a whole number from 0 to {INT64_MAX}{_OR_AUTO}, not {_describe(value)}"
+    return None
+
+
+def _choice(*allowed):
+    def check(value):
+        if value in allowed and not isinstance(value, (bool, float)):
+            return None
+        return f"must be one of {', '.join(map(repr, allowed))}, not {_describe(value)}"
+    return check
+
+
+def _boolean(value, auto=False):
+    if isinstance(value, bool) or (auto and value == "auto"):
+        return None
+    return f"must be true or false{_OR_AUTO if auto else ''}, not {_describe(value)}"
+
+
+_Z = "zero_optimization"
+# What the estimate reads from a DeepSpeed config, with the types DeepSpeed itself accepts
+# (deepspeed/runtime/zero/config.py, runtime/config.py in DeepSpeed 0.19.8).
+DEEPSPEED_FIELDS = [
+    ((_Z,), _mapping),
+    (("bf16",), _mapping),
+    (("fp16",), _mapping),
+    (("bf16", "enabled"), lambda v: _boolean(v, auto=True)),
+    (("fp16", "enabled"), lambda v: _boolean(v, auto=True)),
+    (("train_micro_batch_size_per_gpu",), _count),
+    (("train_batch_size",), _count),
+    (("gradient_accumulation_steps",), _count),
+    ((_Z, "stage"), _choice(0, 1, 2, 3)),
+    ((_Z, "offload_optimizer"), lambda v: _mapping(v, nullable=True)),
+    ((_Z, "offload_param"), lambda v: _mapping(v, nullable=True)),
+    ((_Z, "offload_optimizer", "device"), _choice("none", "cpu", "nvme")),
+    ((_Z, "offload_param", "device"), _choice("none", "cpu", "nvme")),
+    ((_Z, "offload_optimizer", "pin_memory"), _boolean),
+    ((_Z, "offload_param", "pin_memory"), _boolean),
+] + [((_Z, k), _boolean if k in _DS_FLAGS else _size) for k in _DS_KEYS]
+
+
+def check_fields(doc, table):
+    """Raise a UserError naming file, line, column and key for the first value the table refuses."""
+    if not isinstance(doc.data, dict):
+        raise UserError(f"must be a JSON object at the top level, not {_describe(doc.data)}", path=doc.path, line=1, column=1)
+    if doc.duplicates:
+        key, line, col = doc.duplicates[0]
+        raise UserError("duplicate key (DeepSpeed's loader rejects it)", path=doc.path, line=line, column=col,
+                        key=".".join(map(str, key)))
+    for path, check in table:
+        value = doc.data
+        for part in path:
+            value = value.get(part, _MISSING) if isinstance(value, dict) else _MISSING
+        problem = None if value is _MISSING else check(value)
+        if problem:
+            line, col = doc.where(path)
+            raise UserError(problem, path=doc.path, line=line, column=col, key=".".join(path))
 
 
 def setup_from_deepspeed(ds: dict, **overrides) -> Setup:

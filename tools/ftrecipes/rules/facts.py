@@ -24,6 +24,21 @@ def is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def count(v, minimum=0, maximum=2**31 - 1):
+    """v as a whole count when it is one (an int, or a launch flag's decimal word), else None.
+
+    Configs hold anything: a string where a number belongs, 1e308, a list. A rule that
+    needs a count asks here instead of calling int(), and judges nothing when it gets None.
+    """
+    if isinstance(v, str) and v.strip().isdecimal() and len(v.strip()) <= 12:
+        v = int(v.strip())
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, int) and not isinstance(v, bool) and minimum <= v <= maximum:
+        return v
+    return None
+
+
 def ds_configs(setup):
     return [c for c in setup.configs if c.kind == "deepspeed" and isinstance(c.data, dict)]
 

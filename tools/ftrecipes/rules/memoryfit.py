@@ -1,7 +1,9 @@
 """memory-fit: the memory model's verdict on a linted setup, when the hardware is known."""
 
+from ..errors import UserError
 from . import ERROR, WARNING, rule
-from .facts import commands, ds_configs, world_sizes
+from ..memory.inputs import DEEPSPEED_FIELDS, check_fields
+from .facts import commands, count, ds_configs, world_sizes
 
 _MODEL_KEYS = ("model_name_or_path", "pretrain", "model.model_name_or_path", "model")
 _SEQ_KEYS = ("max_length", "cutoff_len", "model_max_length", "max_seq_length", "data.max_len", "max_len", "vllm_max_model_length")
@@ -39,16 +41,13 @@ def _flag_on(setup, keys):
 def _lora_rank(setup):
     for cfg in setup.of("trl"):
         if isinstance(cfg.data, dict) and cfg.data.get("use_peft") is True:
-            return int(cfg.data.get("lora_r", 16))
+            return count(cfg.data.get("lora_r", 16)) or 0
     for cfg in setup.of("llamafactory"):
         if isinstance(cfg.data, dict) and cfg.data.get("finetuning_type") == "lora":
-            return int(cfg.data.get("lora_rank", 8))
+            return count(cfg.data.get("lora_rank", 8)) or 0
     rank = _lookup(setup, ("lora_r", "lora_rank", "lora.rank"))
     use = _flag_on(setup, ("use_lora",)) or setup.of("openrlhf")
-    try:
-        return int(rank) if rank is not None and use else 0
-    except ValueError:
-        return 0
+    return (count(rank) or 0) if use else 0
 
 
 @rule("memory-fit", ERROR, "the memory model says the setup does not fit the GPUs")
@@ -70,11 +69,8 @@ def memory_fit(setup):
         return
     worlds = world_sizes(setup)
     gpus = worlds[0].value if worlds and len({f.value for f in worlds}) == 1 else setup.options.gpus
-    seq = _lookup(setup, _SEQ_KEYS)
-    try:
-        seq = int(seq) if seq is not None else None
-    except (TypeError, ValueError):
-        seq = None
+    gpus = count(gpus, minimum=1)
+    seq = count(_lookup(setup, _SEQ_KEYS), minimum=1)
     method = "sft"
     for cfg in setup.of("trl") + setup.of("llamafactory"):
         d = cfg.data if isinstance(cfg.data, dict) else {}
@@ -98,13 +94,17 @@ def memory_fit(setup):
         trainer = "openrlhf"
     for ds in ds_configs(setup):
         try:
+            check_fields(ds.doc, DEEPSPEED_FIELDS)  # values the estimate cannot use: the schema reports them
+        except UserError:
+            continue
+        try:
             result = estimate_from_config(
                 ds.data, model=model, gpu=setup.options.gpu, gpus=gpus or 1, seq_len=seq,
                 gradient_checkpointing=checkpointing or None, trainer=trainer or None,
                 lora_rank=_lora_rank(setup) or None, method=method,
             )
-        except (KeyError, ValueError, TypeError):
-            return
+        except (KeyError, ValueError, TypeError, UserError):
+            return  # a model the catalog does not know, or a config.json it cannot read: no guesses
         j = result.to_json()
         gib = 1024**3
         where = ("train_micro_batch_size_per_gpu",) if "train_micro_batch_size_per_gpu" in ds.data else ()

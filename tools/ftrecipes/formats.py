@@ -105,14 +105,74 @@ def _emit_text(value):
     return text
 
 
+# What a framework's parser does with a key it does not know at one place in the file.
+RAISES = "raises"  # the job stops at start-up (or the file is refused when loaded)
+IGNORES = "ignores"  # parsed without a word and never used
+
+
+@dataclass(frozen=True)
+class Effect:
+    kind: str  # RAISES | IGNORES
+    text: str  # how a message states it, naming the code that reads the key
+
+
+@dataclass(frozen=True)
+class Parsing:
+    """How one framework reads unknown keys, per section of its file.
+
+    Verified against the real parsers by tests/frameworks/truth_parsing.py (one unknown key per
+    section, fed to DeepSpeedConfig, ClusterConfig.from_yaml_file, TrlParser, get_train_args).
+    A section not listed here states no effect: no claim is better than a guessed one.
+    """
+
+    top: Effect  # unknown top-level keys
+    sections: tuple = ()  # ((section path tuple, Effect), ...): the longest matching prefix wins
+
+    def unknown(self, path):
+        """The Effect of an unknown key inside the mapping at path (() for the top level), or None."""
+        path = tuple(path)
+        if not path:
+            return self.top
+        for n in range(len(path), 0, -1):
+            for at, effect in self.sections:
+                if at == path[:n]:
+                    return effect
+        return None
+
+
+_DS_IGNORES = Effect(IGNORES, "DeepSpeed ignores it silently")
+# deepspeed/runtime/config.py builds these sections as pydantic models with extra="forbid"
+# (DeepSpeedConfigModel), so DeepSpeedConfig raises a ValidationError on an extra key.
+_DS_RAISES = Effect(RAISES, "DeepSpeed raises at start-up, its model of this section forbids extra keys")
+_DS_MODELS = ("bf16", "bfloat16", "fp16", "zero_optimization", "compile", "comms_logger", "hybrid_engine",
+              "tensor_parallel", "weight_quantization", "tensorboard", "wandb", "comet", "csv_monitor")
+# Read key by key (get_scalar_param and friends): anything else in them is never looked at.
+_DS_DICTS = ("activation_checkpointing", "aio", "autotuning", "checkpoint", "data_efficiency", "data_types",
+             "datastates_ckpt", "expert_parallel", "flops_profiler", "pipeline", "timers", "torch_autocast",
+             "optimizer", "scheduler")
+DEEPSPEED_PARSING = Parsing(_DS_IGNORES, tuple(((s,), _DS_RAISES) for s in _DS_MODELS) + tuple(((s,), _DS_IGNORES) for s in _DS_DICTS))
+# accelerate's ClusterConfig.from_yaml_file refuses unknown top-level keys; `accelerate launch`
+# copies a section's keys onto its argument namespace, where a name no code reads stays unused.
+_ACC_IGNORES = Effect(IGNORES, "accelerate launch ignores it silently")
+ACCELERATE_PARSING = Parsing(
+    Effect(RAISES, "accelerate refuses to load the file"),
+    tuple(((s,), _ACC_IGNORES) for s in ("deepspeed_config", "fsdp_config", "fp8_config", "megatron_lm_config",
+                                          "dynamo_config", "parallelism_config", "mpirun_config")),
+)
+
+
+LAST_WINS = "only the last value is used"
+
+
 @dataclass(frozen=True)
 class Format:
     name: str  # kind id used by recipe.yaml `format:` and lint --kind
     syntax: str  # json | yaml | shell | text
     schema: str | None  # schemas/<file>, None when there is nothing to validate
     description: str
-    unknown_note: str = ""  # what the framework does with a key it doesn't know
-    drops_unknown: bool = False  # the framework drops unknown top-level keys instead of refusing the file
+    parsing: Parsing | None = None  # what the framework does with keys it does not know
+    # What the loader does with a key written twice: yaml.safe_load and argparse keep the last one.
+    duplicate_note: str = LAST_WINS
     # Key histories (schemas/key_history/) that define this format's keys: "framework:section",
     # "*" for every section, "<path>" for the section named by the enclosing mapping's dotted
     # path, "@parent" for the keys of a nested mapping only.
@@ -126,26 +186,43 @@ class Format:
     def comment(self):
         return None if self.syntax == "json" else "#"
 
+    @property
+    def drops_unknown(self):
+        """The framework reads past unknown top-level keys instead of refusing the file."""
+        return self.parsing is not None and self.parsing.top.kind == IGNORES
+
+    def unknown_note(self, path):
+        """What the framework does with an unknown key in the mapping at path: '' when unknown to us."""
+        effect = self.parsing.unknown(path) if self.parsing else None
+        return effect.text if effect else ""
+
 
 FORMATS = {
     f.name: f
     for f in (
-        Format("deepspeed", "json", "deepspeed.schema.json", "DeepSpeed config JSON", "DeepSpeed ignores it silently", True,
-               histories=("deepspeed:<path>",)),
-        Format("accelerate", "yaml", "accelerate.schema.json", "accelerate config YAML", "accelerate refuses to load the file",
+        # DeepSpeed reads JSON with object_pairs_hook=dict_raise_error_on_duplicate_keys.
+        Format("deepspeed", "json", "deepspeed.schema.json", "DeepSpeed config JSON", DEEPSPEED_PARSING,
+               duplicate_note="DeepSpeed's loader rejects it", histories=("deepspeed:<path>",)),
+        Format("accelerate", "yaml", "accelerate.schema.json", "accelerate config YAML", ACCELERATE_PARSING,
                histories=("accelerate:ClusterConfig", "accelerate:launch@deepspeed_config", "accelerate:launch@fsdp_config",
                           "accelerate:launch@megatron_lm_config")),
-        Format("trl", "yaml", "trl.schema.json", "TRL trainer config YAML (trl CLI / TrlParser)", "TrlParser stops with an error",
+        # TrlParser passes the YAML's keys as arguments with fail_with_unknown_args=True.
+        Format("trl", "yaml", "trl.schema.json", "TRL trainer config YAML (trl CLI / TrlParser)",
+               Parsing(Effect(RAISES, "TrlParser stops with an error")),
                # The classes the trl CLI's commands parse (as in trl.schema.json), not every TRL class.
                histories=("transformers:TrainingArguments", *(f"trl:{c}" for c in (
                    "SFTConfig", "DPOConfig", "GRPOConfig", "KTOConfig", "RewardConfig", "RLOOConfig", "DistillationConfig",
                    "ModelConfig", "ScriptArguments", "DatasetMixtureConfig", "GRPOScriptArguments", "RLOOScriptArguments")))),
-        Format("llamafactory", "yaml", "llamafactory.schema.json", "LLaMA-Factory training YAML", "LLaMA-Factory stops with an error",
+        # HfArgumentParser.parse_dict(allow_extra_keys=False) inside get_train_args.
+        Format("llamafactory", "yaml", "llamafactory.schema.json", "LLaMA-Factory training YAML",
+               Parsing(Effect(RAISES, "LLaMA-Factory stops with an error")),
                histories=("transformers:Seq2SeqTrainingArguments", "llamafactory:*")),
-        Format("openrlhf", "shell", "openrlhf.schema.json", "launch script running an OpenRLHF trainer", "argparse stops with 'unrecognized arguments'",
-               histories=("openrlhf:*",)),
+        Format("openrlhf", "shell", "openrlhf.schema.json", "launch script running an OpenRLHF trainer",
+               Parsing(Effect(RAISES, "argparse stops with 'unrecognized arguments'")), histories=("openrlhf:*",)),
         # Key names only (axolotl's models read from its source): values are not checked yet.
-        Format("axolotl", "yaml", "axolotl.schema.json", "axolotl training YAML", "axolotl drops it silently", True),
+        # AxolotlInputConfig is a pydantic model with the default extra="ignore".
+        Format("axolotl", "yaml", "axolotl.schema.json", "axolotl training YAML",
+               Parsing(Effect(IGNORES, "axolotl drops it silently"))),
         Format("shell", "shell", None, "launch script"),
         Format("hostfile", "text", None, "DeepSpeed hostfile"),
     )

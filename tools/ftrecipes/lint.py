@@ -241,7 +241,7 @@ def check_config(cfg, framework_versions=None, extras=None):
     fmt = formats.FORMATS.get(cfg.kind)
     findings = []
     for key, line, col in cfg.doc.duplicates:
-        what = "DeepSpeed's loader rejects it" if cfg.kind == "deepspeed" else "only the last value is used"
+        what = fmt.duplicate_note if fmt is not None else formats.LAST_WINS
         findings.append(Finding(cfg.path, line, col, "duplicate-key", ERROR, f"duplicate key '{key[-1]}' ({what})"))
     if fmt is None:
         return findings

@@ -228,14 +228,20 @@ def _show(value):
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def check(doc, schema, unknown_note=""):
+def check(doc, schema, unknown_note=None):
     """Validate a sources.Document against a schema; return Findings sorted by position.
 
-    Unknown keys become ``unknown-key`` findings with a 'did you mean'; every other
-    violation names the key, the value and what was expected.
+    Unknown keys become ``unknown-key`` findings with a 'did you mean' and, when
+    ``unknown_note(path of the mapping)`` says so, what the framework does with them
+    (formats.Format.unknown_note); every other violation names the key, the value and
+    what was expected.
     """
     v = validator(schema)
-    ignored_by = f" ({unknown_note})" if unknown_note else ""
+
+    def ignored_by(path):
+        note = unknown_note(path) if unknown_note else ""
+        return f" ({note})" if note else ""
+
     findings = []
     try:
         for err in v.iter_errors(doc.data):
@@ -265,7 +271,7 @@ def _findings(v, err, doc, ignored_by):
             if key in allowed or any(re.search(p, key) for p in patterns):
                 continue
             where = "" if not path else f" in {name}"
-            out.append(at(path + (key,), "unknown-key", f"unknown key '{key}'{where}{ignored_by}{suggest(key, allowed)}"))
+            out.append(at(path + (key,), "unknown-key", f"unknown key '{key}'{where}{ignored_by(path)}{suggest(key, allowed)}"))
         return out or [at(path, "schema", err.message)]
     if err.validator == "required":
         missing = [k for k in err.validator_value if isinstance(err.instance, dict) and k not in err.instance]

@@ -165,6 +165,17 @@ LAST_WINS = "only the last value is used"
 
 
 @dataclass(frozen=True)
+class Detection:
+    """How lint tells a document of this format from its keys (the file name is only a hint)."""
+
+    markers: frozenset = frozenset()  # keys only this format uses: one point each
+    together: tuple = ()  # keys that, all present, add 3 points (what the format requires)
+    decisive: frozenset = frozenset()  # any one of these alone decides
+    # The same format written in another syntax (a DeepSpeed config as YAML): (keys, points each).
+    foreign: tuple = ()
+
+
+@dataclass(frozen=True)
 class Format:
     name: str  # kind id used by recipe.yaml `format:` and lint --kind
     syntax: str  # json | yaml | shell | text
@@ -177,6 +188,12 @@ class Format:
     # "*" for every section, "<path>" for the section named by the enclosing mapping's dotted
     # path, "@parent" for the keys of a nested mapping only.
     histories: tuple = ()
+    detection: Detection | None = None  # None: lint never picks this format by itself
+    command: str = ""  # shell formats: module prefix of the command whose flags are the document
+    references: tuple = ()  # key paths whose value names another config file (resolved by lint)
+    # The launcher lets the command line override the file's keys (TrlParser, llamafactory-cli
+    # train x.yaml key=value): cross-file rules see the command line's value.
+    overridable: bool = False
 
     @property
     def emit(self):
@@ -197,32 +214,75 @@ class Format:
         return effect.text if effect else ""
 
 
+_DEEPSPEED_MARKERS = frozenset({
+    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+    "zero_optimization", "fp16", "bf16", "optimizer", "scheduler", "gradient_clipping",
+    "steps_per_print", "wall_clock_breakdown", "zero_allow_untested_optimizer", "activation_checkpointing",
+})
+_ACCELERATE_MARKERS = frozenset({
+    "compute_environment", "distributed_type", "num_processes", "num_machines", "machine_rank",
+    "main_training_function", "deepspeed_config", "fsdp_config", "use_cpu", "rdzv_backend",
+    "same_network", "main_process_ip", "main_process_port", "downcast_bf16", "tpu_env", "gpu_ids",
+})
+_LLAMAFACTORY_MARKERS = frozenset({
+    "stage", "finetuning_type", "template", "cutoff_len", "dataset_dir", "lora_target",
+    "pref_beta", "pref_loss", "preprocessing_num_workers", "overwrite_cache", "plot_loss",
+    "val_size", "max_samples", "trust_remote_code", "quantization_bit",
+})
+_TRL_MARKERS = frozenset({
+    "model_name_or_path", "output_dir", "per_device_train_batch_size", "learning_rate",
+    "num_train_epochs", "num_generations", "max_completion_length", "use_vllm", "beta",
+    "dataset_name", "use_peft", "lora_r", "gradient_accumulation_steps", "max_length",
+    "reward_funcs", "vllm_mode", "loss_type", "bf16", "gradient_checkpointing", "logging_steps",
+})
+# axolotl's own vocabulary (axolotl/utils/schemas/config.py: AxolotlInputConfig). `base_model` is
+# required there and is no other format's key; the rest are spellings only axolotl uses for
+# settings the HF trainer names differently (sequence_len vs max_length, micro_batch_size vs
+# per_device_train_batch_size, num_epochs vs num_train_epochs).
+_AXOLOTL_MARKERS = frozenset({
+    "base_model", "sequence_len", "micro_batch_size", "num_epochs", "sample_packing", "val_set_size",
+    "dataset_prepared_path", "lora_target_linear", "lora_model_dir", "saves_per_epoch", "evals_per_epoch",
+    "wandb_project", "wandb_watch", "wandb_log_model", "special_tokens", "tokenizer_type", "adapter",
+    "pad_to_sequence_len", "eval_sample_packing", "load_in_4bit", "load_in_8bit", "strict",
+})
+# HF Trainer based YAML names its DeepSpeed config in `deepspeed:`, read from the working directory.
+_DS_REFERENCE = (("deepspeed",),)
+
 FORMATS = {
     f.name: f
     for f in (
         # DeepSpeed reads JSON with object_pairs_hook=dict_raise_error_on_duplicate_keys.
         Format("deepspeed", "json", "deepspeed.schema.json", "DeepSpeed config JSON", DEEPSPEED_PARSING,
-               duplicate_note="DeepSpeed's loader rejects it", histories=("deepspeed:<path>",)),
+               duplicate_note="DeepSpeed's loader rejects it", histories=("deepspeed:<path>",),
+               detection=Detection(_DEEPSPEED_MARKERS, foreign=(
+                   (frozenset({"zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size"}), 2),))),
         Format("accelerate", "yaml", "accelerate.schema.json", "accelerate config YAML", ACCELERATE_PARSING,
                histories=("accelerate:ClusterConfig", "accelerate:launch@deepspeed_config", "accelerate:launch@fsdp_config",
-                          "accelerate:launch@megatron_lm_config")),
+                          "accelerate:launch@megatron_lm_config"),
+               detection=Detection(_ACCELERATE_MARKERS, decisive=frozenset({"compute_environment", "distributed_type"})),
+               references=(("deepspeed_config", "deepspeed_config_file"),)),
         # TrlParser passes the YAML's keys as arguments with fail_with_unknown_args=True.
         Format("trl", "yaml", "trl.schema.json", "TRL trainer config YAML (trl CLI / TrlParser)",
                Parsing(Effect(RAISES, "TrlParser stops with an error")),
                # The classes the trl CLI's commands parse (as in trl.schema.json), not every TRL class.
                histories=("transformers:TrainingArguments", *(f"trl:{c}" for c in (
                    "SFTConfig", "DPOConfig", "GRPOConfig", "KTOConfig", "RewardConfig", "RLOOConfig", "DistillationConfig",
-                   "ModelConfig", "ScriptArguments", "DatasetMixtureConfig", "GRPOScriptArguments", "RLOOScriptArguments")))),
+                   "ModelConfig", "ScriptArguments", "DatasetMixtureConfig", "GRPOScriptArguments", "RLOOScriptArguments"))),
+               detection=Detection(_TRL_MARKERS), references=_DS_REFERENCE, overridable=True),
         # HfArgumentParser.parse_dict(allow_extra_keys=False) inside get_train_args.
         Format("llamafactory", "yaml", "llamafactory.schema.json", "LLaMA-Factory training YAML",
                Parsing(Effect(RAISES, "LLaMA-Factory stops with an error")),
-               histories=("transformers:Seq2SeqTrainingArguments", "llamafactory:*")),
+               histories=("transformers:Seq2SeqTrainingArguments", "llamafactory:*"),
+               detection=Detection(_LLAMAFACTORY_MARKERS, together=("stage", "finetuning_type")),
+               references=_DS_REFERENCE, overridable=True),
         Format("openrlhf", "shell", "openrlhf.schema.json", "launch script running an OpenRLHF trainer",
-               Parsing(Effect(RAISES, "argparse stops with 'unrecognized arguments'")), histories=("openrlhf:*",)),
+               Parsing(Effect(RAISES, "argparse stops with 'unrecognized arguments'")), histories=("openrlhf:*",),
+               detection=Detection(), command="openrlhf.cli."),
         # Key names only (axolotl's models read from its source): values are not checked yet.
         # AxolotlInputConfig is a pydantic model with the default extra="ignore".
         Format("axolotl", "yaml", "axolotl.schema.json", "axolotl training YAML",
-               Parsing(Effect(IGNORES, "axolotl drops it silently"))),
+               Parsing(Effect(IGNORES, "axolotl drops it silently")),
+               detection=Detection(_AXOLOTL_MARKERS, together=("base_model",)), references=_DS_REFERENCE),
         Format("shell", "shell", None, "launch script"),
         Format("hostfile", "text", None, "DeepSpeed hostfile"),
     )
@@ -231,3 +291,8 @@ FORMATS = {
 
 def get(name):
     return FORMATS[name]
+
+
+def detectable():
+    """The kinds lint can tell by itself and accepts for --kind, in table order."""
+    return tuple(name for name, f in FORMATS.items() if f.detection is not None)

@@ -150,3 +150,74 @@ def test_table_matches_the_real_parser(parser_results, kind, at, effect):
         assert "zz_ftrecipes_probe" in res["error"], res["error"]  # refused for the probe, not for the base file
     else:
         assert res["ok"], f"{kind} {at}: the table says it is ignored, the parser raised: {res['error']}"
+
+
+# "auto" where no trainer fills it: the rule reports the places the table says DeepSpeed does
+# not drop it, with the table's words.
+AUTO_BASE = {"optimizer": {"optimizer": {"type": "AdamW"}}, "scheduler": {"scheduler": {"type": "WarmupLR"}}}
+# The key under a table entry that gets "auto" (sections: any key; DeepSpeedConfigModel drops
+# "auto" values before pydantic looks at the names).
+AUTO_FIELD = {"optimizer": ["params", "lr"], "scheduler": ["params", "warmup_num_steps"], "zero_optimization": ["reduce_bucket_size"]}
+
+
+def _auto_places():
+    for at, effect in formats.FORMATS["deepspeed"].parsing.auto:
+        section = at[0] in formats.DEEPSPEED_PARSING.sections_named()
+        yield at, list(at) + AUTO_FIELD.get(at[0], ["enabled"] if section else []), effect
+
+
+@pytest.mark.parametrize("at, path, effect", list(_auto_places()),
+                         ids=lambda x: ".".join(x) if isinstance(x, (tuple, list)) else None)
+def test_auto_message_states_the_table_effect(tmp_path, at, path, effect):
+    data = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, **json.loads(json.dumps(AUTO_BASE.get(at[0], {})))}
+    node = data
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+    node[path[-1]] = "auto"
+    (tmp_path / "ds.json").write_text(json.dumps(data))
+    (tmp_path / "run.sh").write_text("#!/bin/bash\ndeepspeed --num_gpus 2 train.py --deepspeed_config ds.json\n")
+    found = [f for f in lint.run([str(tmp_path)]).findings if f.rule == "auto-without-trainer"]
+    if effect.kind == formats.IGNORES:
+        assert found == []
+    else:
+        assert len(found) == 1 and f"({effect.text})" in found[0].message, found
+
+
+def _stage_ignored_cases():
+    return [{"stage": 2, "offload_param": {"device": "cpu"}}, {"stage": 1, "stage3_max_live_parameters": 1000},
+            {"stage": 0, "offload_optimizer": {"device": "cpu"}}]
+
+
+@pytest.mark.parametrize("zero", _stage_ignored_cases(), ids=lambda z: ",".join(z))
+def test_stage_ignored_rule_fires(tmp_path, zero):
+    (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "zero_optimization": zero}))
+    found = [f for f in lint.run([str(tmp_path / "ds.json")]).findings if f.rule == "stage-ignored-key"]
+    assert len(found) == 1 and "is ignored" in found[0].message
+
+
+@pytest.fixture(scope="module")
+def deepspeed_results(tmp_path_factory):
+    from truth_jobs import run_truth
+
+    auto = [{"check": "auto-deepspeed", "path": path, "base": AUTO_BASE.get(at[0], {})} for at, path, _ in _auto_places()]
+    zero = [{"check": "zero-deepspeed", "zero": z} for z in _stage_ignored_cases()]
+    out = run_truth("trl", auto + zero, tmp_path_factory.mktemp("parsing-ds"))
+    return out[: len(auto)], out[len(auto):]
+
+
+@pytest.mark.framework
+def test_auto_table_matches_deepspeed(deepspeed_results):
+    for (at, path, effect), res in zip(_auto_places(), deepspeed_results[0]):
+        if effect.kind == formats.RAISES:
+            assert not res["ok"] and "TypeError" in res["error"], (path, res)
+        elif effect.kind == formats.LATER:
+            assert res["ok"] and res["facts"]["kept"], (path, res)  # the string reaches the code that uses it
+        else:
+            assert res["ok"] and not res["facts"]["kept"], (path, res)
+
+
+@pytest.mark.framework
+def test_stage_ignored_keys_are_accepted_by_deepspeed(deepspeed_results):
+    """The rule says "ignored": DeepSpeedConfig must take these sections without a word."""
+    for zero, res in zip(_stage_ignored_cases(), deepspeed_results[1]):
+        assert res["ok"], (zero, res["error"])

@@ -7,8 +7,6 @@ test_parse_behaviour.py compares the two.
 """
 
 import json
-import os
-import sys
 import tempfile
 
 from truth import check
@@ -74,4 +72,34 @@ def llamafactory_unknown(job):
     base = {"model_name_or_path": "x", "stage": "sft", "do_train": True, "finetuning_type": "lora",
             "output_dir": tempfile.mkdtemp(), "dataset": "x", "template": "qwen", "use_cpu": True}
     get_train_args(_nested(base, job["section"]))
+    return {}
+
+
+def _ds_config(data):
+    import deepspeed.runtime.config as ds_config
+
+    ds_config.dist.get_rank = lambda *a, **k: 0
+    ds_config.dist.get_world_size = lambda *a, **k: 1
+    return ds_config.DeepSpeedConfig(data)
+
+
+@check("auto-deepspeed")
+def deepspeed_auto(job):
+    """"auto" left at one key path; facts say whether the parsed config still holds the string."""
+    data = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1}
+    data.update(job.get("base", {}))
+    node = data
+    for part in job["path"][:-1]:
+        node = node.setdefault(part, {})
+    node[job["path"][-1]] = "auto"
+    cfg = _ds_config(data)
+    held = {"gradient_clipping": lambda: cfg.gradient_clipping, "optimizer": lambda: cfg.optimizer_params,
+            "scheduler": lambda: cfg.scheduler_params}.get(job["path"][0], lambda: None)()
+    return {"kept": held == "auto" or (isinstance(held, dict) and "auto" in held.values())}
+
+
+@check("zero-deepspeed")
+def deepspeed_zero(job):
+    """A zero_optimization section as written; DeepSpeedConfig either takes it or raises."""
+    _ds_config({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "zero_optimization": job["zero"]})
     return {}

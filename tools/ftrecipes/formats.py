@@ -108,11 +108,12 @@ def _emit_text(value):
 # What a framework's parser does with a key it does not know at one place in the file.
 RAISES = "raises"  # the job stops at start-up (or the file is refused when loaded)
 IGNORES = "ignores"  # parsed without a word and never used
+LATER = "later"  # the parser takes it as written; the code that uses the value fails
 
 
 @dataclass(frozen=True)
 class Effect:
-    kind: str  # RAISES | IGNORES
+    kind: str  # RAISES | IGNORES | LATER
     text: str  # how a message states it, naming the code that reads the key
 
 
@@ -127,17 +128,30 @@ class Parsing:
 
     top: Effect  # unknown top-level keys
     sections: tuple = ()  # ((section path tuple, Effect), ...): the longest matching prefix wins
+    # What the parser does with the placeholder "auto" (which only the HF Trainer / accelerate
+    # integration fills) left at a key: ((key path prefix, Effect), ...).
+    auto: tuple = ()
 
     def unknown(self, path):
         """The Effect of an unknown key inside the mapping at path (() for the top level), or None."""
         path = tuple(path)
-        if not path:
-            return self.top
-        for n in range(len(path), 0, -1):
-            for at, effect in self.sections:
-                if at == path[:n]:
-                    return effect
-        return None
+        return self.top if not path else _longest(self.sections, path)
+
+    def sections_named(self):
+        """The top-level names of the sections the table lists."""
+        return {at[0] for at, _ in self.sections}
+
+    def auto_value(self, path):
+        """The Effect of "auto" as the value at path, or None where the table says nothing."""
+        return _longest(self.auto, tuple(path))
+
+
+def _longest(table, path):
+    for n in range(len(path), 0, -1):
+        for at, effect in table:
+            if at == path[:n]:
+                return effect
+    return None
 
 
 _DS_IGNORES = Effect(IGNORES, "DeepSpeed ignores it silently")
@@ -150,7 +164,20 @@ _DS_MODELS = ("bf16", "bfloat16", "fp16", "zero_optimization", "compile", "comms
 _DS_DICTS = ("activation_checkpointing", "aio", "autotuning", "checkpoint", "data_efficiency", "data_types",
              "datastates_ckpt", "expert_parallel", "flops_profiler", "pipeline", "timers", "torch_autocast",
              "optimizer", "scheduler")
-DEEPSPEED_PARSING = Parsing(_DS_IGNORES, tuple(((s,), _DS_RAISES) for s in _DS_MODELS) + tuple(((s,), _DS_IGNORES) for s in _DS_DICTS))
+# "auto": the batch sizes are compared with numbers inside DeepSpeedConfig (TypeError);
+# gradient_clipping and optimizer/scheduler params are kept as the string until the engine or
+# the optimizer uses them (engine.py `self.gradient_clipping() > 0.0`, the optimizers' lr
+# checks); DeepSpeedConfigModel.__init__ drops "auto" values, so its sections keep defaults.
+_AUTO_RAISES = Effect(RAISES, "DeepSpeed raises a TypeError at start-up")
+_AUTO_LATER = Effect(LATER, "DeepSpeed keeps the string and fails where it uses the number")
+_AUTO_DROPPED = Effect(IGNORES, "DeepSpeed drops it and keeps the default")
+DEEPSPEED_PARSING = Parsing(
+    _DS_IGNORES,
+    tuple(((s,), _DS_RAISES) for s in _DS_MODELS) + tuple(((s,), _DS_IGNORES) for s in _DS_DICTS),
+    auto=tuple(((k,), _AUTO_RAISES) for k in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"))
+    + tuple(((k,), _AUTO_LATER) for k in ("gradient_clipping", "optimizer", "scheduler"))
+    + tuple(((s,), _AUTO_DROPPED) for s in _DS_MODELS),
+)
 # accelerate's ClusterConfig.from_yaml_file refuses unknown top-level keys; `accelerate launch`
 # copies a section's keys onto its argument namespace, where a name no code reads stays unused.
 _ACC_IGNORES = Effect(IGNORES, "accelerate launch ignores it silently")

@@ -155,9 +155,9 @@ def test_version_table_matches_the_releases(cmd):
 @pytest.mark.parametrize("version", TABLE_RELEASES)
 def test_rendered_launch_uses_only_that_releases_flags(version):
     # Every release named here, including those between the eras checked by a full run above.
-    from ftrecipes import launch, recipe, render
+    from ftrecipes import readers, recipe, render
 
     r = recipe.load(NAME)
     out = {f.name: t for f, t in render.render(r, {"openrlhf_version": version.split(".post")[0]})}
-    used = set(launch.openrlhf_document(out["launch.sh"], "launch.sh").data)
+    used = set(readers.openrlhf_document(out["launch.sh"], "launch.sh").data)
     assert used <= _release_flags(version, "train_sft"), (version, sorted(used - _release_flags(version, "train_sft")))

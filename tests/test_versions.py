@@ -9,7 +9,7 @@ import json
 import pytest
 
 from conftest import ROOT
-from ftrecipes import launch, recipe, render, schemas, versions
+from ftrecipes import readers, recipe, render, schemas, versions
 from ftrecipes.errors import UserError
 from test_rules import assert_flags_bad_passes_good
 
@@ -182,7 +182,7 @@ def _render(sets):
 
 
 def _flags(text):
-    return set(launch.openrlhf_document(text, "launch.sh").data)
+    return set(readers.openrlhf_document(text, "launch.sh").data)
 
 
 ERA_FLAGS = {
@@ -234,9 +234,9 @@ def test_values_an_era_cannot_express_are_refused(sets, fragment):
 
 
 def test_fp16_and_sdpa_from_their_eras():
-    doc = launch.openrlhf_document(_render({"openrlhf_version": "0.9.2", "precision": "fp16"})["launch.sh"], "x")
+    doc = readers.openrlhf_document(_render({"openrlhf_version": "0.9.2", "precision": "fp16"})["launch.sh"], "x")
     assert doc.data["param_dtype"] == "fp16"
-    doc = launch.openrlhf_document(_render({"openrlhf_version": "0.8.10", "attn_implementation": "sdpa"})["launch.sh"], "x")
+    doc = readers.openrlhf_document(_render({"openrlhf_version": "0.8.10", "attn_implementation": "sdpa"})["launch.sh"], "x")
     assert doc.data["attn_implementation"] == "sdpa"
 
 

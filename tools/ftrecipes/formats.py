@@ -105,18 +105,122 @@ def _emit_text(value):
     return text
 
 
+# What a framework's parser does with a key it does not know at one place in the file.
+RAISES = "raises"  # the job stops at start-up (or the file is refused when loaded)
+IGNORES = "ignores"  # parsed without a word and never used
+LATER = "later"  # the parser takes it as written; the code that uses the value fails
+
+
+@dataclass(frozen=True)
+class Effect:
+    kind: str  # RAISES | IGNORES | LATER
+    text: str  # how a message states it, naming the code that reads the key
+
+
+@dataclass(frozen=True)
+class Parsing:
+    """How one framework reads unknown keys, per section of its file.
+
+    Verified against the real parsers by tests/frameworks/truth_parsing.py (one unknown key per
+    section, fed to DeepSpeedConfig, ClusterConfig.from_yaml_file, TrlParser, get_train_args).
+    A section not listed here states no effect: no claim is better than a guessed one.
+    """
+
+    top: Effect  # unknown top-level keys
+    sections: tuple = ()  # ((section path tuple, Effect), ...): the longest matching prefix wins
+    # What the parser does with the placeholder "auto" (which only the HF Trainer / accelerate
+    # integration fills) left at a key: ((key path prefix, Effect), ...).
+    auto: tuple = ()
+
+    def unknown(self, path):
+        """The Effect of an unknown key inside the mapping at path (() for the top level), or None."""
+        path = tuple(path)
+        return self.top if not path else _longest(self.sections, path)
+
+    def sections_named(self):
+        """The top-level names of the sections the table lists."""
+        return {at[0] for at, _ in self.sections}
+
+    def auto_value(self, path):
+        """The Effect of "auto" as the value at path, or None where the table says nothing."""
+        return _longest(self.auto, tuple(path))
+
+
+def _longest(table, path):
+    for n in range(len(path), 0, -1):
+        for at, effect in table:
+            if at == path[:n]:
+                return effect
+    return None
+
+
+_DS_IGNORES = Effect(IGNORES, "DeepSpeed ignores it silently")
+# deepspeed/runtime/config.py builds these sections as pydantic models with extra="forbid"
+# (DeepSpeedConfigModel), so DeepSpeedConfig raises a ValidationError on an extra key.
+_DS_RAISES = Effect(RAISES, "DeepSpeed raises at start-up, its model of this section forbids extra keys")
+_DS_MODELS = ("bf16", "bfloat16", "fp16", "zero_optimization", "compile", "comms_logger", "hybrid_engine",
+              "tensor_parallel", "weight_quantization", "tensorboard", "wandb", "comet", "csv_monitor")
+# Read key by key (get_scalar_param and friends): anything else in them is never looked at.
+_DS_DICTS = ("activation_checkpointing", "aio", "autotuning", "checkpoint", "data_efficiency", "data_types",
+             "datastates_ckpt", "expert_parallel", "flops_profiler", "pipeline", "timers", "torch_autocast",
+             "optimizer", "scheduler")
+# "auto": the batch sizes are compared with numbers inside DeepSpeedConfig (TypeError);
+# gradient_clipping and optimizer/scheduler params are kept as the string until the engine or
+# the optimizer uses them (engine.py `self.gradient_clipping() > 0.0`, the optimizers' lr
+# checks); DeepSpeedConfigModel.__init__ drops "auto" values, so its sections keep defaults.
+_AUTO_RAISES = Effect(RAISES, "DeepSpeed raises a TypeError at start-up")
+_AUTO_LATER = Effect(LATER, "DeepSpeed keeps the string and fails where it uses the number")
+_AUTO_DROPPED = Effect(IGNORES, "DeepSpeed drops it and keeps the default")
+DEEPSPEED_PARSING = Parsing(
+    _DS_IGNORES,
+    tuple(((s,), _DS_RAISES) for s in _DS_MODELS) + tuple(((s,), _DS_IGNORES) for s in _DS_DICTS),
+    auto=tuple(((k,), _AUTO_RAISES) for k in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"))
+    + tuple(((k,), _AUTO_LATER) for k in ("gradient_clipping", "optimizer", "scheduler"))
+    + tuple(((s,), _AUTO_DROPPED) for s in _DS_MODELS),
+)
+# accelerate's ClusterConfig.from_yaml_file refuses unknown top-level keys; `accelerate launch`
+# copies a section's keys onto its argument namespace, where a name no code reads stays unused.
+_ACC_IGNORES = Effect(IGNORES, "accelerate launch ignores it silently")
+ACCELERATE_PARSING = Parsing(
+    Effect(RAISES, "accelerate refuses to load the file"),
+    tuple(((s,), _ACC_IGNORES) for s in ("deepspeed_config", "fsdp_config", "fp8_config", "megatron_lm_config",
+                                          "dynamo_config", "parallelism_config", "mpirun_config")),
+)
+
+
+LAST_WINS = "only the last value is used"
+
+
+@dataclass(frozen=True)
+class Detection:
+    """How lint tells a document of this format from its keys (the file name is only a hint)."""
+
+    markers: frozenset = frozenset()  # keys only this format uses: one point each
+    together: tuple = ()  # keys that, all present, add 3 points (what the format requires)
+    decisive: frozenset = frozenset()  # any one of these alone decides
+    # The same format written in another syntax (a DeepSpeed config as YAML): (keys, points each).
+    foreign: tuple = ()
+
+
 @dataclass(frozen=True)
 class Format:
     name: str  # kind id used by recipe.yaml `format:` and lint --kind
     syntax: str  # json | yaml | shell | text
     schema: str | None  # schemas/<file>, None when there is nothing to validate
     description: str
-    unknown_note: str = ""  # what the framework does with a key it doesn't know
-    drops_unknown: bool = False  # the framework drops unknown top-level keys instead of refusing the file
+    parsing: Parsing | None = None  # what the framework does with keys it does not know
+    # What the loader does with a key written twice: yaml.safe_load and argparse keep the last one.
+    duplicate_note: str = LAST_WINS
     # Key histories (schemas/key_history/) that define this format's keys: "framework:section",
     # "*" for every section, "<path>" for the section named by the enclosing mapping's dotted
     # path, "@parent" for the keys of a nested mapping only.
     histories: tuple = ()
+    detection: Detection | None = None  # None: lint never picks this format by itself
+    command: str = ""  # shell formats: module prefix of the command whose flags are the document
+    references: tuple = ()  # key paths whose value names another config file (resolved by lint)
+    # The launcher lets the command line override the file's keys (TrlParser, llamafactory-cli
+    # train x.yaml key=value): cross-file rules see the command line's value.
+    overridable: bool = False
 
     @property
     def emit(self):
@@ -126,26 +230,86 @@ class Format:
     def comment(self):
         return None if self.syntax == "json" else "#"
 
+    @property
+    def drops_unknown(self):
+        """The framework reads past unknown top-level keys instead of refusing the file."""
+        return self.parsing is not None and self.parsing.top.kind == IGNORES
+
+    def unknown_note(self, path):
+        """What the framework does with an unknown key in the mapping at path: '' when unknown to us."""
+        effect = self.parsing.unknown(path) if self.parsing else None
+        return effect.text if effect else ""
+
+
+_DEEPSPEED_MARKERS = frozenset({
+    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+    "zero_optimization", "fp16", "bf16", "optimizer", "scheduler", "gradient_clipping",
+    "steps_per_print", "wall_clock_breakdown", "zero_allow_untested_optimizer", "activation_checkpointing",
+})
+_ACCELERATE_MARKERS = frozenset({
+    "compute_environment", "distributed_type", "num_processes", "num_machines", "machine_rank",
+    "main_training_function", "deepspeed_config", "fsdp_config", "use_cpu", "rdzv_backend",
+    "same_network", "main_process_ip", "main_process_port", "downcast_bf16", "tpu_env", "gpu_ids",
+})
+_LLAMAFACTORY_MARKERS = frozenset({
+    "stage", "finetuning_type", "template", "cutoff_len", "dataset_dir", "lora_target",
+    "pref_beta", "pref_loss", "preprocessing_num_workers", "overwrite_cache", "plot_loss",
+    "val_size", "max_samples", "trust_remote_code", "quantization_bit",
+})
+_TRL_MARKERS = frozenset({
+    "model_name_or_path", "output_dir", "per_device_train_batch_size", "learning_rate",
+    "num_train_epochs", "num_generations", "max_completion_length", "use_vllm", "beta",
+    "dataset_name", "use_peft", "lora_r", "gradient_accumulation_steps", "max_length",
+    "reward_funcs", "vllm_mode", "loss_type", "bf16", "gradient_checkpointing", "logging_steps",
+})
+# axolotl's own vocabulary (axolotl/utils/schemas/config.py: AxolotlInputConfig). `base_model` is
+# required there and is no other format's key; the rest are spellings only axolotl uses for
+# settings the HF trainer names differently (sequence_len vs max_length, micro_batch_size vs
+# per_device_train_batch_size, num_epochs vs num_train_epochs).
+_AXOLOTL_MARKERS = frozenset({
+    "base_model", "sequence_len", "micro_batch_size", "num_epochs", "sample_packing", "val_set_size",
+    "dataset_prepared_path", "lora_target_linear", "lora_model_dir", "saves_per_epoch", "evals_per_epoch",
+    "wandb_project", "wandb_watch", "wandb_log_model", "special_tokens", "tokenizer_type", "adapter",
+    "pad_to_sequence_len", "eval_sample_packing", "load_in_4bit", "load_in_8bit", "strict",
+})
+# HF Trainer based YAML names its DeepSpeed config in `deepspeed:`, read from the working directory.
+_DS_REFERENCE = (("deepspeed",),)
 
 FORMATS = {
     f.name: f
     for f in (
-        Format("deepspeed", "json", "deepspeed.schema.json", "DeepSpeed config JSON", "DeepSpeed ignores it silently", True,
-               histories=("deepspeed:<path>",)),
-        Format("accelerate", "yaml", "accelerate.schema.json", "accelerate config YAML", "accelerate refuses to load the file",
+        # DeepSpeed reads JSON with object_pairs_hook=dict_raise_error_on_duplicate_keys.
+        Format("deepspeed", "json", "deepspeed.schema.json", "DeepSpeed config JSON", DEEPSPEED_PARSING,
+               duplicate_note="DeepSpeed's loader rejects it", histories=("deepspeed:<path>",),
+               detection=Detection(_DEEPSPEED_MARKERS, foreign=(
+                   (frozenset({"zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size"}), 2),))),
+        Format("accelerate", "yaml", "accelerate.schema.json", "accelerate config YAML", ACCELERATE_PARSING,
                histories=("accelerate:ClusterConfig", "accelerate:launch@deepspeed_config", "accelerate:launch@fsdp_config",
-                          "accelerate:launch@megatron_lm_config")),
-        Format("trl", "yaml", "trl.schema.json", "TRL trainer config YAML (trl CLI / TrlParser)", "TrlParser stops with an error",
+                          "accelerate:launch@megatron_lm_config"),
+               detection=Detection(_ACCELERATE_MARKERS, decisive=frozenset({"compute_environment", "distributed_type"})),
+               references=(("deepspeed_config", "deepspeed_config_file"),)),
+        # TrlParser passes the YAML's keys as arguments with fail_with_unknown_args=True.
+        Format("trl", "yaml", "trl.schema.json", "TRL trainer config YAML (trl CLI / TrlParser)",
+               Parsing(Effect(RAISES, "TrlParser stops with an error")),
                # The classes the trl CLI's commands parse (as in trl.schema.json), not every TRL class.
                histories=("transformers:TrainingArguments", *(f"trl:{c}" for c in (
                    "SFTConfig", "DPOConfig", "GRPOConfig", "KTOConfig", "RewardConfig", "RLOOConfig", "DistillationConfig",
-                   "ModelConfig", "ScriptArguments", "DatasetMixtureConfig", "GRPOScriptArguments", "RLOOScriptArguments")))),
-        Format("llamafactory", "yaml", "llamafactory.schema.json", "LLaMA-Factory training YAML", "LLaMA-Factory stops with an error",
-               histories=("transformers:Seq2SeqTrainingArguments", "llamafactory:*")),
-        Format("openrlhf", "shell", "openrlhf.schema.json", "launch script running an OpenRLHF trainer", "argparse stops with 'unrecognized arguments'",
-               histories=("openrlhf:*",)),
+                   "ModelConfig", "ScriptArguments", "DatasetMixtureConfig", "GRPOScriptArguments", "RLOOScriptArguments"))),
+               detection=Detection(_TRL_MARKERS), references=_DS_REFERENCE, overridable=True),
+        # HfArgumentParser.parse_dict(allow_extra_keys=False) inside get_train_args.
+        Format("llamafactory", "yaml", "llamafactory.schema.json", "LLaMA-Factory training YAML",
+               Parsing(Effect(RAISES, "LLaMA-Factory stops with an error")),
+               histories=("transformers:Seq2SeqTrainingArguments", "llamafactory:*"),
+               detection=Detection(_LLAMAFACTORY_MARKERS, together=("stage", "finetuning_type")),
+               references=_DS_REFERENCE, overridable=True),
+        Format("openrlhf", "shell", "openrlhf.schema.json", "launch script running an OpenRLHF trainer",
+               Parsing(Effect(RAISES, "argparse stops with 'unrecognized arguments'")), histories=("openrlhf:*",),
+               detection=Detection(), command="openrlhf.cli."),
         # Key names only (axolotl's models read from its source): values are not checked yet.
-        Format("axolotl", "yaml", "axolotl.schema.json", "axolotl training YAML", "axolotl drops it silently", True),
+        # AxolotlInputConfig is a pydantic model with the default extra="ignore".
+        Format("axolotl", "yaml", "axolotl.schema.json", "axolotl training YAML",
+               Parsing(Effect(IGNORES, "axolotl drops it silently")),
+               detection=Detection(_AXOLOTL_MARKERS, together=("base_model",)), references=_DS_REFERENCE),
         Format("shell", "shell", None, "launch script"),
         Format("hostfile", "text", None, "DeepSpeed hostfile"),
     )
@@ -154,3 +318,8 @@ FORMATS = {
 
 def get(name):
     return FORMATS[name]
+
+
+def detectable():
+    """The kinds lint can tell by itself and accepts for --kind, in table order."""
+    return tuple(name for name, f in FORMATS.items() if f.detection is not None)

@@ -2,10 +2,10 @@
 
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import detect, formats, launch, pins, rules, shellcmd, sources, versions
+from . import checks, detect, formats, pins, readers, rules, shellcmd, sources
 from . import extras as extras_mod
 from .rules.facts import launcher_of
 from .errors import UserError
@@ -109,17 +109,17 @@ def load(path, explicit, kind=None):
     """A Config, or None for a non-config found while walking a directory."""
     text = sources.read_text(path, max_bytes=MAX_BYTES)
     syntax = detect.syntax_of(path, text)
-    if kind == "openrlhf":
+    if kind and formats.FORMATS[kind].syntax == "shell":
         syntax = "shell"
     elif kind and syntax == "shell":
         syntax = "yaml"  # JSON is YAML too
     if syntax == "shell":
         shell_doc, cmds = _shell_doc(text, path)
-        if "openrlhf.cli." in text:
-            doc = launch.openrlhf_document(text, path)
-            if doc is not None:
-                doc.positions.update(shell_doc.positions)
-                return Config(path, "openrlhf", doc, cmds)
+        found = kind if kind and formats.FORMATS[kind].syntax == "shell" else detect.command_kind(text)
+        doc = readers.read(text, path, formats.FORMATS[found]) if found else None
+        if doc is not None:
+            doc.positions.update(shell_doc.positions)
+            return Config(path, found, doc, cmds)
         if not cmds:
             if explicit:
                 raise UserError("launch script runs no commands; nothing to lint", path=path)
@@ -127,7 +127,7 @@ def load(path, explicit, kind=None):
         return Config(path, "launch", shell_doc, cmds)
     if not text.strip():
         raise UserError("empty file", path=path, line=1)
-    doc = sources.parse(text, path, syntax)
+    doc = sources.parse(text, path, syntax)  # what the text is written in, whatever the kind
     found = kind or detect.kind_of(syntax, doc.data, text)
     if found is None:
         if explicit:
@@ -156,11 +156,12 @@ def launch_root(path, root=None):
 
 def _named_files(cfg):
     """The names of the files this config points at, as written."""
-    data = cfg.data if isinstance(cfg.data, dict) else {}
-    if cfg.kind == "accelerate" and isinstance(data.get("deepspeed_config"), dict):
-        yield data["deepspeed_config"].get("deepspeed_config_file")
-    if cfg.kind in ("llamafactory", "trl", "axolotl"):
-        yield data.get("deepspeed")
+    fmt = formats.FORMATS.get(cfg.kind)
+    for at in fmt.references if fmt else ():
+        node = cfg.data
+        for part in at:
+            node = node.get(part) if isinstance(node, dict) else None
+        yield node
     for cmd in cfg.commands:
         flags, _ = shellcmd.flags_after(cmd, 0)
         for k, (v, _) in flags.items():
@@ -226,7 +227,8 @@ def _trainer_overrides(cfg, i, cmd, by_path):
         flags, _ = shellcmd.flags_after(cmd, 0)
         target = by_path.get(resolve(cfg, (flags.get("config") or (None,))[0]) or "")
         keys = [k for k in flags if k != "config"]
-    if target is not None and target.kind in ("trl", "llamafactory"):
+    fmt = formats.FORMATS.get(target.kind) if target is not None else None
+    if fmt is not None and fmt.overridable:
         for key in keys:
             target.overridden[key] = (cfg, i)
 
@@ -260,57 +262,11 @@ def _entry_point(cfg, cmd):
 
 def check_config(cfg, framework_versions=None, extras=None):
     fmt = formats.FORMATS.get(cfg.kind)
-    findings = []
-    for key, line, col in cfg.doc.duplicates:
-        what = "DeepSpeed's loader rejects it" if cfg.kind == "deepspeed" else "only the last value is used"
-        findings.append(Finding(cfg.path, line, col, "duplicate-key", ERROR, f"duplicate key '{key[-1]}' ({what})"))
-    if fmt is None:
-        return findings
-    if not isinstance(cfg.doc.data, dict):
-        line, col = cfg.doc.where(())
-        findings.append(Finding(cfg.path, line, col, "wrong-type", ERROR, f"a {fmt.description} must be a mapping at the top level"))
-        return findings
-    if fmt.schema:
-        declared = {**(extras or {}).get(cfg.kind, {}), **cfg.extras}
-        doc = _without_empty_unknown(cfg.doc, fmt) if fmt.drops_unknown else cfg.doc
-        findings.extend(_with_extras(doc, declared, lambda doc: versions.schema_findings(doc, fmt, framework_versions)))
-    return findings
-
-
-def _without_empty_unknown(doc, fmt):
-    """The document less its unknown top-level keys left empty (`debug:` in an axolotl example).
-    A framework that drops unknown keys does with an empty one exactly what the author wrote:
-    nothing."""
-    import copy
-
-    from . import schemas
-
-    known = schemas.load_schema(fmt.schema).get("properties", {})
-    empty = [k for k, v in doc.data.items() if v is None and k not in known]
-    if not empty:
-        return doc
-    own = copy.copy(doc)
-    own.data = {k: v for k, v in doc.data.items() if k not in empty}
-    return own
-
-
-def _with_extras(doc, declared, check):
-    """Schema findings with the keys a custom script declares left out; an unknown top-level key
-    then says that the script's own classes do not define it either."""
-    if not declared or not isinstance(doc.data, dict):
-        return check(doc)
-    import copy
-
-    own = copy.copy(doc)
-    own.data = {k: v for k, v in doc.data.items() if k not in declared}
-    classes = ", ".join(sorted(set(declared.values())))
-    out = []
-    for f in check(own):
-        # Top-level keys only: schemas.check words a nested one "unknown key 'k' in section (...)".
-        if f.rule == "unknown-key" and f.message.startswith("unknown key '") and "' in " not in f.message.split("(", 1)[0]:
-            f = replace(f, message=f"{f.message}; the script's own classes ({classes}) do not define it either: add it to one of them or remove it")
-        out.append(f)
-    return out
+    if fmt is None:  # a launch script: its duplicate flags are not keys of one mapping
+        return [Finding(cfg.path, line, col, "duplicate-key", ERROR, f"duplicate key '{key[-1]}' ({formats.LAST_WINS})")
+                for key, line, col in cfg.doc.duplicates]
+    declared = {**(extras or {}).get(cfg.kind, {}), **cfg.extras}
+    return checks.check_document(cfg.doc, fmt, framework_versions, declared)
 
 
 def _groups(configs):

@@ -15,10 +15,9 @@ import jinja2
 from jinja2.loaders import split_template_path
 from jinja2.sandbox import SandboxedEnvironment, SecurityError
 
-from . import derive, formats, launch, paths, sources, versions
+from . import checks, derive, formats, paths, readers, sources, versions
 from . import values as values_mod
 from .errors import UserError
-from .findings import Finding
 
 
 # Recipe folders arrive in pull requests, so templates are untrusted code: they run in Jinja's
@@ -282,29 +281,19 @@ def _address_space():
 
 
 def check_output(rfile, text, label, framework_versions=None):
-    """Parse a rendered file and validate it against its format's schema; findings list.
+    """Parse a rendered file and check it the way lint checks a file it finds; findings list.
 
     With framework_versions, keys are also checked against schemas/versions.json at those
     versions, and keys the schema (generated from another version) cannot judge are left to it.
     """
     fmt = formats.get(rfile.format)
-    path = f"{label}/{rfile.name}"
-    if fmt.syntax in ("json", "yaml"):
-        doc = sources.parse(text, path, fmt.syntax)
-    elif fmt.name == "openrlhf":
-        doc = launch.openrlhf_document(text, path)
-        if doc is None:
-            raise UserError("launch script runs no openrlhf.cli trainer", path=path)
-    else:
-        return []
     if fmt.schema is None:
         return []
-    problems = []
-    for key, severity, message in versions.key_problems(doc.data, fmt.name, framework_versions or {}):
-        if severity == "error":
-            line, col = doc.where((key,))
-            problems.append(Finding(str(doc.path), line, col, "framework-version", severity, message))
-    return problems + versions.schema_findings(doc, fmt, framework_versions)
+    path = f"{label}/{rfile.name}"
+    doc = readers.read(text, path, fmt)
+    if doc is None:
+        raise UserError(f"launch script runs no {fmt.command} command", path=path)
+    return checks.check_document(doc, fmt, framework_versions, key_versions=True)
 
 
 def render(recipe, overrides=None, only=None, check=True):

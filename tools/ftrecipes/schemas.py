@@ -231,14 +231,20 @@ def _show(value):
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def check(doc, schema, unknown_note=""):
+def check(doc, schema, unknown_note=None):
     """Validate a sources.Document against a schema; return Findings sorted by position.
 
-    Unknown keys become ``unknown-key`` findings with a 'did you mean'; every other
-    violation names the key, the value and what was expected.
+    Unknown keys become ``unknown-key`` findings with a 'did you mean' and, when
+    ``unknown_note(path of the mapping)`` says so, what the framework does with them
+    (formats.Format.unknown_note); every other violation names the key, the value and
+    what was expected.
     """
     v = validator(schema)
-    ignored_by = f" ({unknown_note})" if unknown_note else ""
+
+    def ignored_by(path):
+        note = unknown_note(path) if unknown_note else ""
+        return f" ({note})" if note else ""
+
     findings = []
     try:
         for err in v.iter_errors(doc.data):
@@ -271,7 +277,7 @@ def _findings(v, err, doc, ignored_by):
             # A 'did you mean' costs milliseconds (difflib against every allowed key): past the
             # first few unknown keys of one object it is a generated file, not a typo.
             hint = suggest(key, allowed) if len(out) < _MAX_SUGGESTIONS else ""
-            out.append(at(path + (key,), "unknown-key", f"unknown key '{key}'{where}{ignored_by}{hint}"))
+            out.append(at(path + (key,), "unknown-key", f"unknown key '{key}'{where}{ignored_by(path)}{hint}"))
         return out or [at(path, "schema", err.message)]
     if err.validator == "required":
         missing = [k for k in err.validator_value if isinstance(err.instance, dict) and k not in err.instance]

@@ -1,14 +1,10 @@
 """Values: recipe defaults, --set overrides, typed by the recipe's values schema and validated."""
 
 import math
-import re
 
 from . import schemas, sources
 from .errors import UserError, clip
-
-_INT = re.compile(r"^[-+]?\d+$")
-_TRUE = {"true", "yes", "on", "1"}
-_FALSE = {"false", "no", "off", "0"}
+from .scalars import coerce, kind_of  # noqa: F401 (values.coerce and values.kind_of are this layer's API)
 
 
 def _property_schema(recipe, key):
@@ -31,44 +27,6 @@ def _property_schema(recipe, key):
         if "$ref" in part:
             stack.append({"$ref": part["$ref"]})
     return merged
-
-
-def kind_of(prop):
-    """The JSON type a property schema asks for (string when it says nothing usable)."""
-    if not isinstance(prop, dict):
-        return "string"
-    if "type" in prop:
-        t = prop["type"]
-        return t if isinstance(t, str) else next((x for x in t if x != "null"), "string")
-    for word in ("enum", "const"):
-        if word in prop:
-            sample = prop[word][0] if word == "enum" else prop[word]
-            return {bool: "boolean", int: "integer", float: "number"}.get(type(sample), "string")
-    return "string"
-
-
-def coerce(raw, kind):
-    """Turn a --set string into the type the schema asks for; ValueError when it can't."""
-    if kind == "integer":
-        if not _INT.match(raw.strip()):
-            raise ValueError("expected an integer")
-        return int(raw)
-    if kind == "number":
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ValueError("expected a number") from None
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError("expected a finite number")
-        return int(value) if _INT.match(raw.strip()) else value
-    if kind == "boolean":
-        low = raw.strip().lower()
-        if low in _TRUE:
-            return True
-        if low in _FALSE:
-            return False
-        raise ValueError("expected true or false")
-    return raw
 
 
 _PYTHON_TYPES = {

@@ -1,12 +1,8 @@
 """Where "auto" may appear in a DeepSpeed config."""
 
+from ..formats import FORMATS, IGNORES
 from . import ERROR, rule
 from .facts import ds_configs, hf_trainer_present, plain_deepspeed_launch
-
-# Top-level keys whose "auto" only the HF/accelerate integration replaces; DeepSpeed
-# itself raises a TypeError on them. (Inside its pydantic sections DeepSpeed drops
-# "auto" and keeps the default, so those are harmless.)
-FILLED_BY_TRAINER = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping")
 
 
 def _autos(node, path=()):
@@ -34,7 +30,11 @@ def auto_without_trainer(setup):
     launch = plain_deepspeed_launch(setup)
     if launch is None:
         return
+    parsing = FORMATS["deepspeed"].parsing
     for ds in ds_configs(setup):
         for path in _autos(ds.data):
-            if path[0] in FILLED_BY_TRAINER or path[0] in ("optimizer", "scheduler"):
-                yield ds, path, f'"auto" at {".".join(map(str, path))} but {launch[0].path} launches without an HF Trainer to fill it'
+            # Where DeepSpeed drops "auto" (its pydantic sections) the default applies: no harm.
+            effect = parsing.auto_value(path)
+            if effect is not None and effect.kind != IGNORES:
+                yield ds, path, (f'"auto" at {".".join(map(str, path))} but {launch[0].path} launches without an HF Trainer '
+                                 f"to fill it ({effect.text})")

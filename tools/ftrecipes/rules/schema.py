@@ -3,11 +3,16 @@
 from . import ERROR, document
 
 document("unknown-key", ERROR, "a key the framework does not know", """
-    The key is not one the framework reads at this place. DeepSpeed silently ignores unknown
-    top-level keys (DeepSpeed#653, #1809): a misspelled `train_micro_batch_size_per_gpus` leaves
-    the real setting at its default and nothing tells you. accelerate, TRL, LLaMA-Factory and
-    OpenRLHF refuse unknown keys at start-up, after the job has queued for a node. The message
-    names the closest known key.
+    The key is not one the framework reads at this place, and the message says what the
+    framework's own parser does with it there (formats.FORMATS, checked against the real
+    parsers by tests/test_parse_behaviour.py). DeepSpeed silently ignores unknown top-level
+    keys (DeepSpeed#653, #1809): a misspelled `train_micro_batch_size_per_gpus` leaves the real
+    setting at its default and nothing tells you; inside its pydantic sections
+    (`zero_optimization`, `bf16`, `fp16`, `compile`, the monitors …) the same typo raises at
+    start-up. accelerate refuses unknown top-level keys but `accelerate launch` ignores unknown
+    keys inside `deepspeed_config`, `fsdp_config` and its other sections. TRL, LLaMA-Factory and
+    OpenRLHF refuse unknown keys at start-up, after the job has queued for a node; axolotl drops
+    them. The message names the closest known key.
 """)
 document("wrong-type", ERROR, "a value of the wrong type", """
     The value's type is not one the framework accepts here (a string where a number is

@@ -1,0 +1,105 @@
+"""What each framework's own parser does with one unknown key at one place (loaded by truth.py).
+
+A checker returns normally when the parser reads past the key and raises when it refuses it, so
+a job's `ok` is "ignored" and its error is the framework's own words. The key is a name no
+release defines. formats.FORMATS states these effects in lint's messages; tests/
+test_parse_behaviour.py compares the two.
+"""
+
+import json
+import tempfile
+
+from truth import check
+
+PROBE = "zz_ftrecipes_probe"
+
+
+def _nested(base, section):
+    data = json.loads(json.dumps(base))
+    node = data
+    for part in section:
+        node = node.setdefault(part, {})
+    node[PROBE] = 1
+    return data
+
+
+@check("unknown-key-deepspeed")
+def deepspeed_unknown(job):
+    """DeepSpeedConfig, the object deepspeed.initialize builds from the file."""
+    import deepspeed.runtime.config as ds_config
+
+    ds_config.dist.get_rank = lambda *a, **k: 0
+    ds_config.dist.get_world_size = lambda *a, **k: 1
+    base = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1}
+    ds_config.DeepSpeedConfig(_nested(base, job["section"]))
+    return {}
+
+
+@check("unknown-key-accelerate")
+def accelerate_unknown(job):
+    """ClusterConfig.from_yaml_file, then `accelerate launch`'s own validation of the loaded file."""
+    import yaml
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+
+    base = {"compute_environment": "LOCAL_MACHINE", "distributed_type": "DEEPSPEED", "num_processes": 2,
+            "machine_rank": 0, "num_machines": 1, "mixed_precision": "no", "use_cpu": True,
+            "deepspeed_config": {"zero_stage": 2}}
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
+        yaml.safe_dump(_nested(base, job["section"]), fh)
+    args = launch_command_parser().parse_args(["--config_file", fh.name, "train.py"])
+    _validate_launch_command(args)
+    return {}
+
+
+@check("unknown-key-trl")
+def trl_unknown(job):
+    """TrlParser.parse_args_and_config, as `trl sft --config x.yaml` calls it."""
+    import yaml
+    from trl import ModelConfig, ScriptArguments, SFTConfig, TrlParser
+
+    base = {"output_dir": tempfile.mkdtemp(), "dataset_name": "x", "use_cpu": True}
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
+        yaml.safe_dump(_nested(base, job["section"]), fh)
+    TrlParser((ScriptArguments, SFTConfig, ModelConfig)).parse_args_and_config(["--config", fh.name])
+    return {}
+
+
+@check("unknown-key-llamafactory")
+def llamafactory_unknown(job):
+    """llamafactory.hparams.get_train_args, what `llamafactory-cli train x.yaml` runs on the YAML."""
+    from llamafactory.hparams import get_train_args
+
+    base = {"model_name_or_path": "x", "stage": "sft", "do_train": True, "finetuning_type": "lora",
+            "output_dir": tempfile.mkdtemp(), "dataset": "x", "template": "qwen", "use_cpu": True}
+    get_train_args(_nested(base, job["section"]))
+    return {}
+
+
+def _ds_config(data):
+    import deepspeed.runtime.config as ds_config
+
+    ds_config.dist.get_rank = lambda *a, **k: 0
+    ds_config.dist.get_world_size = lambda *a, **k: 1
+    return ds_config.DeepSpeedConfig(data)
+
+
+@check("auto-deepspeed")
+def deepspeed_auto(job):
+    """"auto" left at one key path; facts say whether the parsed config still holds the string."""
+    data = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1}
+    data.update(job.get("base", {}))
+    node = data
+    for part in job["path"][:-1]:
+        node = node.setdefault(part, {})
+    node[job["path"][-1]] = "auto"
+    cfg = _ds_config(data)
+    held = {"gradient_clipping": lambda: cfg.gradient_clipping, "optimizer": lambda: cfg.optimizer_params,
+            "scheduler": lambda: cfg.scheduler_params}.get(job["path"][0], lambda: None)()
+    return {"kept": held == "auto" or (isinstance(held, dict) and "auto" in held.values())}
+
+
+@check("zero-deepspeed")
+def deepspeed_zero(job):
+    """A zero_optimization section as written; DeepSpeedConfig either takes it or raises."""
+    _ds_config({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "zero_optimization": job["zero"]})
+    return {}

@@ -1,0 +1,223 @@
+"""Messages state what the framework really does with a key: the table and its wiring.
+
+formats.FORMATS holds, per framework and per section, what its parser does with a key it does
+not know. The framework tests feed one unknown key per listed place to the real parser (DeepSpeed
+0.19.8, accelerate 1.15.0 and TRL 1.16.0 in the `trl` stack; LLaMA-Factory 0.9.5 in its own) and
+fail when the table says "ignores" and the parser raises, or the reverse. The plain tests prove
+that lint's messages read the table, place by place.
+"""
+
+import json
+
+import pytest
+
+from ftrecipes import formats, lint, schemas
+
+PROBE = "zz_ftrecipes_probe"
+
+
+def _lint(tmp_path, name, text, kind=None):
+    path = tmp_path / name
+    path.write_text(text)
+    return lint.run([str(path)], kind=kind).findings
+
+
+def _unknown(findings):
+    return [f for f in findings if f.rule == "unknown-key" and PROBE in f.message]
+
+
+# (format, section, file name, text builder, the effect the real parser shows: see the framework test)
+def _ds(section):
+    data = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1}
+    node = data
+    for part in section:
+        node = node.setdefault(part, {} if part != "zero_optimization" else {"stage": 2})
+    node[PROBE] = 1
+    return json.dumps(data)
+
+
+def _acc(section):
+    import yaml
+
+    data = {"compute_environment": "LOCAL_MACHINE", "distributed_type": "DEEPSPEED", "num_processes": 2,
+            "deepspeed_config": {"zero_stage": 2}}
+    if section:
+        data.setdefault(section[0], {})[PROBE] = 1
+    else:
+        data[PROBE] = 1
+    return yaml.safe_dump(data)
+
+
+CASES = [
+    ("deepspeed", (), "ds.json", _ds(()), formats.IGNORES),
+    ("deepspeed", ("zero_optimization",), "ds.json", _ds(("zero_optimization",)), formats.RAISES),
+    ("deepspeed", ("zero_optimization", "offload_optimizer"), "ds.json", _ds(("zero_optimization", "offload_optimizer")), formats.RAISES),
+    ("deepspeed", ("compile",), "ds.json", _ds(("compile",)), formats.RAISES),  # H7's corpus finding
+    ("deepspeed", ("bf16",), "ds.json", _ds(("bf16",)), formats.RAISES),
+    ("deepspeed", ("tensorboard",), "ds.json", _ds(("tensorboard",)), formats.RAISES),
+    ("deepspeed", ("flops_profiler",), "ds.json", _ds(("flops_profiler",)), formats.IGNORES),
+    ("deepspeed", ("activation_checkpointing",), "ds.json", _ds(("activation_checkpointing",)), formats.IGNORES),
+    ("accelerate", (), "acc.yaml", _acc(()), formats.RAISES),
+    ("accelerate", ("deepspeed_config",), "acc.yaml", _acc(("deepspeed_config",)), formats.IGNORES),  # H7's corpus finding
+    ("trl", (), "sft.yaml", f"model_name_or_path: x\noutput_dir: o\nlearning_rate: 1.0e-5\n{PROBE}: 1\n", formats.RAISES),
+    ("llamafactory", (), "lf.yaml", f"stage: sft\nfinetuning_type: lora\ntemplate: qwen\n{PROBE}: 1\n", formats.RAISES),
+    ("axolotl", (), "ax.yaml", f"base_model: x\nsequence_len: 512\nmicro_batch_size: 1\n{PROBE}: 1\n", formats.IGNORES),
+]
+
+
+@pytest.mark.parametrize("kind, section, name, text, effect", CASES, ids=lambda x: ".".join(x) if isinstance(x, tuple) else None)
+def test_unknown_key_message_states_the_parsers_effect(tmp_path, kind, section, name, text, effect):
+    found = _unknown(_lint(tmp_path, name, text, kind))
+    assert len(found) == 1, found
+    stated = formats.FORMATS[kind].parsing.unknown(section)
+    assert stated.kind == effect
+    assert f"({stated.text})" in found[0].message
+    # The other effect's words never appear: "raises" and "silently" exclude each other.
+    assert ("silently" in found[0].message) == (effect == formats.IGNORES)
+
+
+def test_openrlhf_unknown_flag_says_argparse_stops(tmp_path):
+    script = f"deepspeed --module openrlhf.cli.train_sft --pretrain x --{PROBE} 1\n"
+    found = _unknown(_lint(tmp_path, "train.sh", script))
+    assert len(found) == 1 and "argparse stops with 'unrecognized arguments'" in found[0].message
+
+
+def test_a_section_the_table_does_not_know_states_no_effect():
+    fmt = formats.FORMATS["deepspeed"]
+    assert fmt.unknown_note(("no_such_section",)) == ""
+    assert fmt.unknown_note(("zero_optimization", "offload_param")) == fmt.unknown_note(("zero_optimization",))
+
+
+def test_duplicate_key_effect_per_loader(tmp_path):
+    ds = [f for f in _lint(tmp_path, "ds.json", '{"train_batch_size": 8, "train_batch_size": 8}') if f.rule == "duplicate-key"]
+    assert ds and "DeepSpeed's loader rejects it" in ds[0].message
+    acc = [f for f in _lint(tmp_path, "acc.yaml", "compute_environment: LOCAL_MACHINE\nnum_processes: 2\nnum_processes: 4\n")
+           if f.rule == "duplicate-key"]
+    assert acc and formats.LAST_WINS in acc[0].message
+
+
+def _object_sections(schema):
+    defs = schema.get("$defs", {})
+    for key, prop in schema.get("properties", {}).items():
+        branches = [prop] + [b for b in prop.get("anyOf", []) + prop.get("oneOf", []) if isinstance(b, dict)]
+        for b in branches:
+            b = defs.get(b["$ref"].rsplit("/", 1)[-1], b) if "$ref" in b else b
+            if b.get("type") == "object" or "properties" in b:
+                yield key
+                break
+
+
+@pytest.mark.parametrize("kind", ["deepspeed", "accelerate"])
+def test_every_section_of_the_schema_has_a_stated_effect(kind):
+    """A section added to the schema must be probed and entered in the table, not left unstated."""
+    fmt = formats.FORMATS[kind]
+    sections = set(_object_sections(schemas.load_schema(fmt.schema)))
+    listed = {at[0] for at, _ in fmt.parsing.sections}
+    assert sections, "no object sections found: the walk over the schema is broken"
+    assert sorted(sections - listed) == []
+
+
+def _table_places():
+    for kind in ("deepspeed", "accelerate", "trl", "llamafactory"):
+        parsing = formats.FORMATS[kind].parsing
+        for at, effect in ((), parsing.top), *parsing.sections:
+            yield kind, at, effect
+
+
+STACK = {"deepspeed": "trl", "accelerate": "trl", "trl": "trl", "llamafactory": "llamafactory"}
+
+
+@pytest.fixture(scope="module")
+def parser_results(tmp_path_factory):
+    from truth_jobs import run_truth
+
+    places = list(_table_places())
+    results = {}
+    for stack in sorted(set(STACK.values())):
+        mine = [p for p in places if STACK[p[0]] == stack]
+        jobs = [{"check": f"unknown-key-{kind}", "section": list(at)} for kind, at, _ in mine]
+        out = run_truth(stack, jobs, tmp_path_factory.mktemp(f"parsing-{stack}"))
+        results.update({(kind, at): res for (kind, at, _), res in zip(mine, out)})
+    return results
+
+
+@pytest.mark.framework
+@pytest.mark.parametrize("kind, at, effect", list(_table_places()), ids=lambda x: ".".join(x) if isinstance(x, tuple) else None)
+def test_table_matches_the_real_parser(parser_results, kind, at, effect):
+    res = parser_results[(kind, at)]
+    if effect.kind == formats.RAISES:
+        assert not res["ok"], f"{kind} {at}: the table says it raises, the parser read past it"
+        assert "zz_ftrecipes_probe" in res["error"], res["error"]  # refused for the probe, not for the base file
+    else:
+        assert res["ok"], f"{kind} {at}: the table says it is ignored, the parser raised: {res['error']}"
+
+
+# "auto" where no trainer fills it: the rule reports the places the table says DeepSpeed does
+# not drop it, with the table's words.
+AUTO_BASE = {"optimizer": {"optimizer": {"type": "AdamW"}}, "scheduler": {"scheduler": {"type": "WarmupLR"}}}
+# The key under a table entry that gets "auto" (sections: any key; DeepSpeedConfigModel drops
+# "auto" values before pydantic looks at the names).
+AUTO_FIELD = {"optimizer": ["params", "lr"], "scheduler": ["params", "warmup_num_steps"], "zero_optimization": ["reduce_bucket_size"]}
+
+
+def _auto_places():
+    for at, effect in formats.FORMATS["deepspeed"].parsing.auto:
+        section = at[0] in formats.DEEPSPEED_PARSING.sections_named()
+        yield at, list(at) + AUTO_FIELD.get(at[0], ["enabled"] if section else []), effect
+
+
+@pytest.mark.parametrize("at, path, effect", list(_auto_places()),
+                         ids=lambda x: ".".join(x) if isinstance(x, (tuple, list)) else None)
+def test_auto_message_states_the_table_effect(tmp_path, at, path, effect):
+    data = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, **json.loads(json.dumps(AUTO_BASE.get(at[0], {})))}
+    node = data
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+    node[path[-1]] = "auto"
+    (tmp_path / "ds.json").write_text(json.dumps(data))
+    (tmp_path / "run.sh").write_text("#!/bin/bash\ndeepspeed --num_gpus 2 train.py --deepspeed_config ds.json\n")
+    found = [f for f in lint.run([str(tmp_path)]).findings if f.rule == "auto-without-trainer"]
+    if effect.kind == formats.IGNORES:
+        assert found == []
+    else:
+        assert len(found) == 1 and f"({effect.text})" in found[0].message, found
+
+
+def _stage_ignored_cases():
+    return [{"stage": 2, "offload_param": {"device": "cpu"}}, {"stage": 1, "stage3_max_live_parameters": 1000},
+            {"stage": 0, "offload_optimizer": {"device": "cpu"}}]
+
+
+@pytest.mark.parametrize("zero", _stage_ignored_cases(), ids=lambda z: ",".join(z))
+def test_stage_ignored_rule_fires(tmp_path, zero):
+    (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "zero_optimization": zero}))
+    found = [f for f in lint.run([str(tmp_path / "ds.json")]).findings if f.rule == "stage-ignored-key"]
+    assert len(found) == 1 and "is ignored" in found[0].message
+
+
+@pytest.fixture(scope="module")
+def deepspeed_results(tmp_path_factory):
+    from truth_jobs import run_truth
+
+    auto = [{"check": "auto-deepspeed", "path": path, "base": AUTO_BASE.get(at[0], {})} for at, path, _ in _auto_places()]
+    zero = [{"check": "zero-deepspeed", "zero": z} for z in _stage_ignored_cases()]
+    out = run_truth("trl", auto + zero, tmp_path_factory.mktemp("parsing-ds"))
+    return out[: len(auto)], out[len(auto):]
+
+
+@pytest.mark.framework
+def test_auto_table_matches_deepspeed(deepspeed_results):
+    for (at, path, effect), res in zip(_auto_places(), deepspeed_results[0]):
+        if effect.kind == formats.RAISES:
+            assert not res["ok"] and "TypeError" in res["error"], (path, res)
+        elif effect.kind == formats.LATER:
+            assert res["ok"] and res["facts"]["kept"], (path, res)  # the string reaches the code that uses it
+        else:
+            assert res["ok"] and not res["facts"]["kept"], (path, res)
+
+
+@pytest.mark.framework
+def test_stage_ignored_keys_are_accepted_by_deepspeed(deepspeed_results):
+    """The rule says "ignored": DeepSpeedConfig must take these sections without a word."""
+    for zero, res in zip(_stage_ignored_cases(), deepspeed_results[1]):
+        assert res["ok"], (zero, res["error"])

@@ -165,7 +165,9 @@ def in_release(job):
         with open(out, encoding="utf-8") as fh:
             [res] = json.load(fh)
     if not res["ok"]:
-        raise ValueError(res["error"])
+        # argparse states its reason on stderr and raises a bare SystemExit: keep that line.
+        said = [ln for ln in proc.stderr.splitlines() if "error:" in ln][-1:]
+        raise ValueError("; ".join([res["error"]] + said))
     return res["facts"]
 
 

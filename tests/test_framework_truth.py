@@ -110,7 +110,7 @@ def test_each_transformers_release_refuses_the_other_variant(tmp_path, name):
     _, four = jobs_for(name, [f"transformers_version={HF4[name]}"], tmp_path / "four")
     five_job = next(job for _, job in five if job["check"] == "hf-script" and job["launcher"] == "torchrun")
     four_job = next(job for _, job in four if job["check"] == "hf-script" and job["launcher"] == "torchrun")
-    five_on_four = dict(five_job, release=str(devenv.ensure_release("trl", HF4[name])))
+    five_on_four = dict(five_job, release=str(devenv.ensure_release("trl", HF4[name], package="transformers")))
     four_on_five = {k: v for k, v in four_job.items() if k not in ("release", "transformers_version")}
     res = run_truth("trl", [five_on_four, four_on_five], tmp_path, timeout=600)
     assert not res[0]["ok"] and "--warmup_steps: invalid int value: '0.01'" in res[0]["error"], res[0]

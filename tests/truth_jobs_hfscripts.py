@@ -74,4 +74,4 @@ def release(ctx):
     version = r.framework_versions(ctx).get("transformers")
     if not version or version == r.meta["tested_with"].get("transformers"):
         return {}
-    return {"transformers_version": version, "release": str(devenv.ensure_release(r.meta["framework"]["stack"], version))}
+    return {"transformers_version": version, "release": str(devenv.ensure_release(r.meta["framework"]["stack"], version, package="transformers"))}

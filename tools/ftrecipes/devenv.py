@@ -305,32 +305,43 @@ def ensure_env(stack: str, log=sys.stderr) -> Path:
 # and DeepSpeed config, not a claim that it trains on this stack. A release whose import needs
 # older companions than the stack has (transformers 4.x checks tokenizers and huggingface-hub
 # versions at import) lists them all in tests/envs/<stack>/releases/<package>-<version>.txt,
-# installed the same way instead of the bare pin.
-RELEASES = {"openrlhf": "openrlhf", "trl": "transformers"}
+# installed the same way instead of the bare pin. A stack may have releases of several packages
+# (the first is the default); each release gets its own folder, <package>-<version>.
+RELEASES = {"openrlhf": ("openrlhf",), "trl": ("transformers",)}
 
 
-def release_dir(stack: str, version: str) -> Path:
+def _release_package(stack: str, package: str | None) -> str:
     _check_stack(stack)
     if stack not in RELEASES:
         raise ValueError(f"stack {stack!r} has no older releases to install")
+    if package is not None and package not in RELEASES[stack]:
+        raise ValueError(f"stack {stack!r} has no releases of {package!r}")
+    return package or RELEASES[stack][0]
+
+
+def release_dir(stack: str, version: str, package: str | None = None) -> Path:
+    package = _release_package(stack, package)
     if not all(part.isalnum() for part in version.split(".")):
         raise ValueError(f"bad version {version!r}")
-    return env_dir(stack) / "releases" / f"{RELEASES[stack]}-{version}"
+    return env_dir(stack) / "releases" / f"{package}-{version}"
 
 
-def release_pins(stack: str, version: str) -> list:
+def release_pins(stack: str, version: str, package: str | None = None) -> list:
     """What ensure_release installs: the release's freeze file when it has one, else the bare pin."""
-    freeze = REPO / "tests" / "envs" / stack / "releases" / f"{RELEASES[stack]}-{version}.txt"
+    package = _release_package(stack, package)
+    freeze = REPO / "tests" / "envs" / stack / "releases" / f"{package}-{version}.txt"
     if freeze.is_file():
         return [ln.strip() for ln in freeze.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
-    return [f"{RELEASES[stack]}=={version}"]
+    return [f"{package}=={version}"]
 
 
-def ensure_release(stack: str, version: str, log=sys.stderr) -> Path:
-    """Install (once) RELEASES[stack]==version beside the stack's venv; return its directory."""
-    d = release_dir(stack, version)
-    pins = release_pins(stack, version)
-    marker = json.dumps({"release": f"{RELEASES[stack]}=={version}", "pins": pins}) + "\n"
+def ensure_release(stack: str, version: str, log=sys.stderr, package: str | None = None) -> Path:
+    """Install (once) package==version (default: the stack's first in RELEASES) beside the
+    stack's venv; return its directory."""
+    package = _release_package(stack, package)
+    d = release_dir(stack, version, package)
+    pins = release_pins(stack, version, package)
+    marker = json.dumps({"release": f"{package}=={version}", "pins": pins}) + "\n"
 
     def done():
         # A changed freeze file reinstalls the release.
@@ -353,7 +364,7 @@ def ensure_release(stack: str, version: str, log=sys.stderr) -> Path:
             r = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-compile", "--target", str(d),
                                 *pins], env=base, capture_output=True, text=True)
             if r.returncode != 0:
-                raise RuntimeError(f"devenv {stack}: installing {RELEASES[stack]}=={version} failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+                raise RuntimeError(f"devenv {stack}: installing {package}=={version} failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
             (d / MARKER).write_text(marker)
     return d
 

@@ -15,9 +15,9 @@ and the rendered torchrun command is checked with:
    also equal the world size the JSON's batch numbers were written for.
 
 A launch script rendered for transformers 4.x (value transformers_version) is checked in a child
-process where that release (devenv.ensure_release("trl", version, package="transformers"): transformers and the
-tokenizers/huggingface-hub it imports with) shadows the stack's transformers 5, so its own
-TrainingArguments decides which flags exist and what type they have.
+process where that release shadows the stack's transformers 5 (devenv.ensure_release("trl",
+version, package="transformers"): transformers with the tokenizers and huggingface-hub it
+imports with), so its own TrainingArguments decides which flags exist and what type they have.
 """
 
 import importlib

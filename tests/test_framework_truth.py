@@ -15,8 +15,8 @@ OVERRIDES = {
     "qwen7b-lora-h100x8": [["micro_batch_size=2", "grad_accum=8"], ["seq_len=4096", "max_completion_length=2048"], ["num_generations=16", "lora_rank=64", "lora_alpha=128"]],
     "llama8b-sft-a100x1": [["micro_batch_size=2", "grad_accum=16", "seq_len=4096"], ["gpus_per_node=8", "grad_accum=8", "zero_stage=3"], ["offload_optimizer=none", "gradient_checkpointing=false"], ["openrlhf_version=0.8.5"], ["openrlhf_version=0.9.2", "precision=fp16"], ["nodes=2", "gpus_per_node=8", "grad_accum=4"]],
     "qwen7b-dpo-v100x8": [["gpus_per_node=4", "grad_accum=8"], ["seq_len=1024", "lora_rank=16", "lora_alpha=32", "beta=0.05"], ["precision=fp32", "expandable_segments=false"], ["nodes=2", "grad_accum=2"]],
-    "qwen7b-lora-zero2-a100x2": [["seq_len=4096", "micro_batch_size=1", "grad_accum=16"], ["gpus_per_node=8", "grad_accum=2"], ["lora_rank=16", "lora_alpha=32", "lora_target=c_attn,c_proj"], ["nodes=2", "gpus_per_node=8"]],
-    "minicpmv-full-a100-40gx2": [["seq_len=4096", "max_slice_nums=4"], ["gpus_per_node=4", "grad_accum=2"], ["llm_type=qwen2", "learning_rate=2e-6", "pin_memory=false"], ["nodes=2"]],
+    "qwen7b-lora-zero2-a100x2": [["seq_len=4096", "micro_batch_size=1", "grad_accum=16"], ["gpus_per_node=8", "grad_accum=2"], ["lora_rank=16", "lora_alpha=32", "lora_target=c_attn,c_proj"], ["nodes=2", "gpus_per_node=8"], ["transformers_version=4.32.0"], ["transformers_version=4.57.6", "nodes=2"]],
+    "minicpmv-full-a100-40gx2": [["seq_len=4096", "max_slice_nums=4"], ["gpus_per_node=4", "grad_accum=2"], ["llm_type=qwen2", "learning_rate=2e-6", "pin_memory=false"], ["nodes=2"], ["transformers_version=4.44.2"]],
 }
 DEFAULT_OVERRIDES = [["micro_batch_size=2", "grad_accum=2"], ["seq_len=1024"]]
 
@@ -83,6 +83,38 @@ def test_deepspeed_rejects_a_batch_mismatch(tmp_path):
     src = recipe.load("qwen7b-lora-h100x8").dir / "rendered" / "ds.json"
     [res] = run_truth("trl", [{"check": "deepspeed", "path": str(src), "world_size": 3}], tmp_path, timeout=600)
     assert not res["ok"] and "train_batch_size" in res["error"]
+
+
+# (recipe, the transformers release each variant is checked by): QwenLM/Qwen pins 4.32.0,
+# OpenBMB/MiniCPM-V's finetune/requirements.txt 4.44.2; 5.23.0 is the trl stack's.
+HF4 = {"qwen7b-lora-zero2-a100x2": "4.32.0", "minicpmv-full-a100-40gx2": "4.44.2"}
+
+
+@pytest.mark.parametrize("name", sorted(HF4))
+def test_hf_script_variants_are_parsed_by_their_own_release(truth_results, name):
+    """The 4.x render was checked by that 4.x release, the default by the stack's transformers 5."""
+    for (n, sets, fname, check), res in truth_results.items():
+        if n == name and check == "hf-script" and sets in ((), (f"transformers_version={HF4[name]}",)):
+            assert res["ok"], res["error"]
+            assert res["facts"]["transformers"] == (HF4[name] if sets else recipe.load(name).meta["tested_with"]["transformers"])
+
+
+@pytest.mark.parametrize("name", sorted(HF4))
+def test_each_transformers_release_refuses_the_other_variant(tmp_path, name):
+    """The check can fail both ways: transformers 4.x types --warmup_steps as an int, so the 5.x
+    spelling (--warmup_steps 0.01) is refused; transformers 5.23 has no --warmup_ratio, so the 4.x
+    spelling is refused as an argument no dataclass uses."""
+    from ftrecipes import devenv
+
+    _, five = jobs_for(name, [], tmp_path / "five")
+    _, four = jobs_for(name, [f"transformers_version={HF4[name]}"], tmp_path / "four")
+    five_job = next(job for _, job in five if job["check"] == "hf-script" and job["launcher"] == "torchrun")
+    four_job = next(job for _, job in four if job["check"] == "hf-script" and job["launcher"] == "torchrun")
+    five_on_four = dict(five_job, release=str(devenv.ensure_release("trl", HF4[name], package="transformers")))
+    four_on_five = {k: v for k, v in four_job.items() if k not in ("release", "transformers_version")}
+    res = run_truth("trl", [five_on_four, four_on_five], tmp_path, timeout=600)
+    assert not res[0]["ok"] and "--warmup_steps: invalid int value: '0.01'" in res[0]["error"], res[0]
+    assert not res[1]["ok"] and "--warmup_ratio" in res[1]["error"] and "not used by the HfArgumentParser" in res[1]["error"], res[1]
 
 
 @pytest.mark.parametrize("name", recipe.names())

@@ -130,6 +130,17 @@ def test_bf16_is_fine_on_a_gpu_with_bf16(tmp_path):
     assert rule_hits(tmp_path, {"ds.json": ds()}, "bf16-unsupported", gpu="T4")
 
 
+def test_removed_trainer_flag_follows_the_named_transformers_version(tmp_path):
+    """--warmup_ratio is what a transformers 4.x script takes (the 4.x variant of the HF-script
+    recipes renders it) and what 5.15+ removed: flagged unless the user names a 4.x release."""
+    run = {"run.sh": "#!/bin/bash\ntorchrun --nproc_per_node 2 finetune.py --output_dir o --warmup_ratio 0.01\n"}
+    for sub in "abc":
+        (tmp_path / sub).mkdir()
+    assert rule_hits(tmp_path / "a", run, "removed-trainer-flag")
+    assert rule_hits(tmp_path / "b", run, "removed-trainer-flag", framework_versions={"transformers": "5.23.0"})
+    assert rule_hits(tmp_path / "c", run, "removed-trainer-flag", framework_versions={"transformers": "4.32.0"}) == []
+
+
 def test_every_rule_has_doc_and_a_test():
     from test_versions import CASES as VERSION_CASES  # framework-version's cases live there
 

@@ -13,6 +13,17 @@ master port. CPU necessities: `--use_cpu true` appended to the torchrun command 
 FTRECIPES_CPU_DS_COMM=1 (tests/frameworks/cpu_ds_comm.py: deepspeed.comm initialised before
 zero.Init, which accelerate's use_cpu path skips). ZeRO-3, offload devices, pinning, bf16,
 the ds.json AdamW section, full fine-tuning and gradient checkpointing stay as rendered.
+
+Why not OpenBMB/MiniCPM-V's own finetune/finetune.py under a transformers 4.x venv (the
+recipe's transformers_version=4.44.2 variant; its flags are checked by transformers 4.44.2's
+HfArgumentParser in test_framework_truth.py): the script (finetune/finetune.py, commit
+d2db62b034fba20c7273db7acd039973c48690f4) loads `AutoModel.from_pretrained(...,
+trust_remote_code=True)` and then needs what only MiniCPM-V's modeling code provides:
+`model.vpm`, `model.llm`, `model.resampler`, `model.transform`, `model.config.slice_config`,
+`patch_size` and `query_num`; dataset.py builds image slices for that vision tower. That code
+(modeling_minicpmv.py, resampler.py) is published with the model on the Hugging Face Hub, not
+in the GitHub repository, and this project reaches no model hub, so no tiny model can be
+built for it and the stand-in stays.
 """
 
 import json

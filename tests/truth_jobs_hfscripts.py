@@ -3,12 +3,14 @@
 QwenLM/Qwen finetune.py and OpenBMB/MiniCPM-V finetune/finetune.py, launched by `torchrun`
 (or `accelerate launch`) in a recipe's launch.sh. The checker (frameworks/truth_hfscripts.py)
 parses the launcher's flags with the launcher's own parser and the script's flags with
-HfArgumentParser over the script's argument dataclasses, strictly.
+HfArgumentParser over the script's argument dataclasses, strictly; a script rendered for
+transformers 4.x is parsed by that release.
 """
 
 import re
 import shlex
 
+from ftrecipes import devenv
 from truth_jobs import command
 
 # recipe.yaml framework.script names the upstream repository; the checker has its dataclasses.
@@ -61,4 +63,15 @@ def _hf_script(ctx, path, cmd):
     launcher = "torchrun" if words[0] == "torchrun" else "accelerate"
     argv = words[1:] if launcher == "torchrun" else words[2:]
     return [{"check": "hf-script", "script": script, "launcher": launcher, "argv": argv,
-             "extra": CPU_ARGS, "report": REPORT, "line": cmd.line}]
+             "extra": CPU_ARGS, "report": REPORT, "line": cmd.line, **release(ctx)}]
+
+
+def release(ctx):
+    """{"transformers_version", "release"} when the files were rendered for a transformers release
+    other than the stack's (value transformers_version): that release, installed beside the
+    stack, parses the command; {} otherwise."""
+    r = ctx["_recipe"]
+    version = r.framework_versions(ctx).get("transformers")
+    if not version or version == r.meta["tested_with"].get("transformers"):
+        return {}
+    return {"transformers_version": version, "release": str(devenv.ensure_release(r.meta["framework"]["stack"], version, package="transformers"))}

@@ -65,7 +65,7 @@ def _slurm(ctx, path, text):
         "master_port": ctx["master_port"], "hosts": HOSTS[: ctx["nodes"]] if ctx["nodes"] <= len(HOSTS)
         else [f"gpu-{i:03d}" for i in range(ctx["nodes"])],
         "launch_scripts": launch, "env": {k: upstream for k in UPSTREAM_DIRS},
-        "script": _hf_script_name(ctx),
+        "script": _hf_script_name(ctx), **_hf_release(ctx),
         "llamafactory_files": [f.name for f in r.files if f.format == "llamafactory"],
     }
     jobs = [base]
@@ -83,6 +83,13 @@ def _hf_script_name(ctx):
     except ImportError:
         return None
     return _script(ctx)
+
+
+def _hf_release(ctx):
+    # A launch.sh rendered for transformers 4.x: every node's command is parsed by that release.
+    from truth_jobs_hfscripts import release
+
+    return release(ctx) if _hf_script_name(ctx) else {}
 
 
 if "hostfile" not in BUILDERS:

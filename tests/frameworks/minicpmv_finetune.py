@@ -29,9 +29,7 @@ from typing import List, Optional, Tuple
 
 import torch
 import transformers
-from peft import LoraConfig, get_peft_model
 from torch.utils.data import Dataset
-from transformers.integrations import deepspeed as hf_deepspeed
 
 IGNORE = -100
 
@@ -123,6 +121,11 @@ def _record_load(training_args, model, **facts):
 
 
 def train():
+    # Imported here, not at the top: the truth check imports only DATACLASSES, also under a
+    # transformers 4.x release (devenv.ensure_release) where this peft does not import.
+    from peft import LoraConfig, get_peft_model
+    from transformers.integrations import deepspeed as hf_deepspeed
+
     parser = transformers.HfArgumentParser(DATACLASSES)
     model_args, data_args, training_args, lora_args = parser.parse_args_into_dataclasses()
     if lora_args.q_lora:

@@ -139,6 +139,38 @@ def _load_plugins():
         importlib.import_module(path.stem)
 
 
+RELEASE_ENV = "FTRECIPES_TRUTH_RELEASE"
+
+
+def in_release(job):
+    """The job's result from a child process where job["release"] (a directory from
+    devenv.ensure_release: an older release of the stack's framework) comes first on sys.path,
+    so that release's own parser does the checking; None when this process is that child."""
+    import subprocess
+    import tempfile
+
+    if not job.get("release") or os.environ.get(RELEASE_ENV) == job["release"]:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        jobs, out = os.path.join(tmp, "jobs.json"), os.path.join(tmp, "out.json")
+        with open(jobs, "w", encoding="utf-8") as fh:
+            json.dump([job], fh)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([job["release"]] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        env[RELEASE_ENV] = job["release"]
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), jobs, out], env=env, cwd=job.get("cwd"),
+                              capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0 or not os.path.exists(out):
+            raise ValueError(f"check process for {os.path.basename(job['release'])} failed: {proc.stderr[-1500:]}")
+        with open(out, encoding="utf-8") as fh:
+            [res] = json.load(fh)
+    if not res["ok"]:
+        # argparse states its reason on stderr and raises a bare SystemExit: keep that line.
+        said = [ln for ln in proc.stderr.splitlines() if "error:" in ln][-1:]
+        raise ValueError("; ".join([res["error"]] + said))
+    return res["facts"]
+
+
 def main():
     _load_plugins()
     with open(sys.argv[1], encoding="utf-8") as fh:

@@ -13,13 +13,18 @@ and the rendered torchrun command is checked with:
    those TrainingArguments and the --deepspeed JSON, at the launcher's world size
    (torchrun: nproc_per_node x nnodes; accelerate: the config's num_processes), which must
    also equal the world size the JSON's batch numbers were written for.
+
+A launch script rendered for transformers 4.x (value transformers_version) is checked in a child
+process where that release shadows the stack's transformers 5 (devenv.ensure_release("trl",
+version, package="transformers"): transformers with the tokenizers and huggingface-hub it
+imports with), so its own TrainingArguments decides which flags exist and what type they have.
 """
 
 import importlib
 import json
 import os
 
-from truth import _plain, check
+from truth import _plain, check, in_release
 
 SCRIPTS = {"qwen-finetune": "qwen_finetune", "minicpmv-finetune": "minicpmv_finetune"}
 
@@ -33,9 +38,13 @@ def _nnodes(value):
 
 @check("hf-script")
 def hf_script(job):
+    facts = in_release(dict(job, check="hf-script"))  # rendered for transformers 4.x: that release parses it
+    if facts is not None:
+        return facts
+    import transformers
     from transformers import HfArgumentParser
-    from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
 
+    HfTrainerDeepSpeedConfig = _hf_deepspeed().HfTrainerDeepSpeedConfig
     cwd = os.getcwd()
     os.chdir(job["cwd"])  # relative paths (ds.json, accelerate.yaml) are the launch script's folder
     try:
@@ -48,7 +57,7 @@ def hf_script(job):
             args=args, return_remaining_strings=False)
 
         facts = {"world_size": world, "training_script": script_path, "launcher": job["launcher"],
-                 "zero3_enabled_before_load": _zero3()}
+                 "zero3_enabled_before_load": _zero3(), "transformers": transformers.__version__}
         if training_args.deepspeed:
             with open(training_args.deepspeed, encoding="utf-8") as fh:
                 ds = json.load(fh)
@@ -86,11 +95,18 @@ def _launcher(name, argv):
     return ns.training_script, ns.training_script_args, int(ns.num_processes or cfg.num_processes)
 
 
+def _hf_deepspeed():
+    # transformers.deepspeed became transformers.integrations.deepspeed in 4.33 (QwenLM/Qwen pins 4.32).
+    try:
+        from transformers.integrations import deepspeed
+    except ImportError:
+        from transformers import deepspeed
+    return deepspeed
+
+
 def _zero3():
     """Whether transformers will build the model under zero.Init (read from --deepspeed at parse time)."""
-    from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled
-
-    return bool(is_deepspeed_zero3_enabled())
+    return bool(_hf_deepspeed().is_deepspeed_zero3_enabled())
 
 
 class _AtWorldSize:

@@ -177,14 +177,16 @@ def _nodes_facts(job, rank, rec):
         facts.update(_launch_config(_torchrun_ns(argv[1:])))
         if job.get("script"):
             facts["framework"] = CHECKS["hf-script"]({"script": job["script"], "launcher": "torchrun", "argv": argv[1:],
-                                                      "extra": ["--use_cpu", "true"], "cwd": job["cwd"]})
+                                                      "extra": ["--use_cpu", "true"], "cwd": job["cwd"],
+                                                      "release": job.get("release")})
     elif name == "accelerate":
         if argv[1:2] != ["launch"]:
             raise ValueError(f"accelerate {argv[1:2]}: expected `accelerate launch`")
         facts.update(_launch_config(_accelerate_ns(argv[2:], job["cwd"])))
         if job.get("script"):
             facts["framework"] = CHECKS["hf-script"]({"script": job["script"], "launcher": "accelerate", "argv": argv[2:],
-                                                      "extra": ["--use_cpu", "true"], "cwd": job["cwd"]})
+                                                      "extra": ["--use_cpu", "true"], "cwd": job["cwd"],
+                                                      "release": job.get("release")})
     elif name == "llamafactory-cli":
         env = {k: v for k, v in rec["env"].items() if k not in ("LAUNCHER", "SLURM_NODEID")}
         lf = CHECKS["llamafactory-launch"]({"env": env, "args": argv[1:], "world_size": job["world_size"],

@@ -31,7 +31,7 @@ import json
 import runpy
 import sys
 
-from truth import CHECKS, check
+from truth import CHECKS, check, in_release
 
 
 class _Stop(BaseException):
@@ -145,35 +145,6 @@ def first_difference(a, b, path=""):
     return None
 
 
-RELEASE_ENV = "FTRECIPES_OPENRLHF_RELEASE"
-
-
-def in_release(job):
-    """Run this job again in a process where the older release (job["release"], installed by
-    devenv.ensure_release) shadows the stack's openrlhf: that release's own parser and strategy."""
-    import os
-    import subprocess
-    import tempfile
-
-    here = os.path.dirname(os.path.abspath(__file__))
-    with tempfile.TemporaryDirectory() as tmp:
-        jobs, out = os.path.join(tmp, "jobs.json"), os.path.join(tmp, "out.json")
-        with open(jobs, "w", encoding="utf-8") as fh:
-            json.dump([job], fh)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([job["release"]] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-        env[RELEASE_ENV] = job["release"]
-        proc = subprocess.run([sys.executable, os.path.join(here, "truth.py"), jobs, out], env=env, cwd=job.get("cwd"),
-                              capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0 or not os.path.exists(out):
-            raise ValueError(f"openrlhf {job['openrlhf_version']} check process failed: {proc.stderr[-1500:]}")
-        with open(out, encoding="utf-8") as fh:
-            [res] = json.load(fh)
-    if not res["ok"]:
-        raise ValueError(res["error"])
-    return res["facts"]
-
-
 def _arg(args, dotted, legacy):
     """A parsed flag by its 0.10.2+ dotted name, or by its earlier flat name (older releases)."""
     node = args
@@ -186,10 +157,9 @@ def _arg(args, dotted, legacy):
 
 @check("openrlhf")
 def openrlhf_launch(job):
-    import os
-
-    if job.get("release") and os.environ.get(RELEASE_ENV) != job["release"]:
-        return in_release(job)
+    facts = in_release(job)
+    if facts is not None:
+        return facts
     words = job["words"]
     module = job["module"]
     largs, world = launcher_world_size(words)

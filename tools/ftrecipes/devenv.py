@@ -302,23 +302,52 @@ def ensure_env(stack: str, log=sys.stderr) -> Path:
 # <env>/releases/<name>-<version>. run_env(stack, release=...) puts it first on PYTHONPATH, where it
 # shadows the stack's own copy and runs on the stack's other packages (torch 2.13, DeepSpeed,
 # transformers), not on the pins it was released with: enough for building its argument parser
-# and DeepSpeed config, not a claim that it trains on this stack.
-RELEASES = {"openrlhf": "openrlhf"}
+# and DeepSpeed config, not a claim that it trains on this stack. A release whose import needs
+# older companions than the stack has (transformers 4.x checks tokenizers and huggingface-hub
+# versions at import) lists them all in tests/envs/<stack>/releases/<package>-<version>.txt,
+# installed the same way instead of the bare pin. A stack may have releases of several packages
+# (the first is the default); each release gets its own folder, <package>-<version>.
+RELEASES = {"openrlhf": ("openrlhf",), "trl": ("transformers",)}
 
 
-def release_dir(stack: str, version: str) -> Path:
+def _release_package(stack: str, package: str | None) -> str:
     _check_stack(stack)
     if stack not in RELEASES:
         raise ValueError(f"stack {stack!r} has no older releases to install")
+    if package is not None and package not in RELEASES[stack]:
+        raise ValueError(f"stack {stack!r} has no releases of {package!r}")
+    return package or RELEASES[stack][0]
+
+
+def release_dir(stack: str, version: str, package: str | None = None) -> Path:
+    package = _release_package(stack, package)
     if not all(part.isalnum() for part in version.split(".")):
         raise ValueError(f"bad version {version!r}")
-    return env_dir(stack) / "releases" / f"{RELEASES[stack]}-{version}"
+    return env_dir(stack) / "releases" / f"{package}-{version}"
 
 
-def ensure_release(stack: str, version: str, log=sys.stderr) -> Path:
-    """Install (once) RELEASES[stack]==version beside the stack's venv; return its directory."""
-    d = release_dir(stack, version)
-    if (d / MARKER).is_file():
+def release_pins(stack: str, version: str, package: str | None = None) -> list:
+    """What ensure_release installs: the release's freeze file when it has one, else the bare pin."""
+    package = _release_package(stack, package)
+    freeze = REPO / "tests" / "envs" / stack / "releases" / f"{package}-{version}.txt"
+    if freeze.is_file():
+        return [ln.strip() for ln in freeze.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    return [f"{package}=={version}"]
+
+
+def ensure_release(stack: str, version: str, log=sys.stderr, package: str | None = None) -> Path:
+    """Install (once) package==version (default: the stack's first in RELEASES) beside the
+    stack's venv; return its directory."""
+    package = _release_package(stack, package)
+    d = release_dir(stack, version, package)
+    pins = release_pins(stack, version, package)
+    marker = json.dumps({"release": f"{package}=={version}", "pins": pins}) + "\n"
+
+    def done():
+        # A changed freeze file reinstalls the release.
+        return (d / MARKER).is_file() and (d / MARKER).read_text() == marker
+
+    if done():
         return d
     python = ensure_env(stack, log)
     import fcntl
@@ -326,17 +355,17 @@ def ensure_release(stack: str, version: str, log=sys.stderr) -> Path:
     d.parent.mkdir(parents=True, exist_ok=True)
     with open(d.parent / f"{d.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (d / MARKER).is_file():
+        if not done():
             if d.exists():
                 shutil.rmtree(d)
             base = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONNOUSERSITE="1")
             base.pop("PYTHONPATH", None)
-            print(f"[devenv {stack}] installing {RELEASES[stack]}=={version} into {d}", file=log, flush=True)
+            print(f"[devenv {stack}] installing {' '.join(pins)} into {d}", file=log, flush=True)
             r = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-compile", "--target", str(d),
-                                f"{RELEASES[stack]}=={version}"], env=base, capture_output=True, text=True)
+                                *pins], env=base, capture_output=True, text=True)
             if r.returncode != 0:
-                raise RuntimeError(f"devenv {stack}: installing {RELEASES[stack]}=={version} failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
-            (d / MARKER).write_text(json.dumps({"release": f"{RELEASES[stack]}=={version}"}) + "\n")
+                raise RuntimeError(f"devenv {stack}: installing {package}=={version} failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+            (d / MARKER).write_text(marker)
     return d
 
 

@@ -1,6 +1,6 @@
 """Trainer flags on a script's command line that today's transformers no longer has."""
 
-from .. import schemas
+from .. import schemas, versions
 from . import ERROR, rule
 from .facts import commands, launcher_of
 
@@ -17,6 +17,17 @@ def _removed():
     props = schemas.load_schema("trl.schema.json").get("properties", {})
     return {k: v.get("description", "removed") for k, v in props.items()
             if isinstance(v, dict) and v.get("not") == {} and not str(v.get("description", "")).startswith("ModelConfig")}
+
+
+def _valid_at_named_version(setup):
+    """Keys the transformers history (schemas/versions.json) finds no error in at the version the
+    user named with --framework-version transformers=X: the schema, made from one 5.x release,
+    cannot judge them there (--warmup_ratio is right for a transformers 4.x script)."""
+    version = setup.options.framework_versions.get("transformers")
+    h = versions.history("transformers")
+    if version is None or h is None:
+        return set()
+    return {k for k in h.tracked() if not any(sev == "error" for sev, _ in h.problems(k, version))}
 
 
 @rule("removed-trainer-flag", ERROR, "a TrainingArguments flag transformers removed, passed to a training script")
@@ -41,7 +52,9 @@ def removed_trainer_flag(setup):
         flags = [(j, w[2:].split("=", 1)[0]) for j, w in enumerate(cmd.words) if j > script and w.startswith("--")]
         if not any(name in _TRAINER_MARKERS for _, name in flags):
             continue
-        removed = _removed() if removed is None else removed
+        if removed is None:
+            valid = _valid_at_named_version(setup)
+            removed = {k: v for k, v in _removed().items() if k not in valid}
         for j, name in flags:
             if name in removed:
                 yield cfg, ("command", i, j), f"--{name}: {removed[name]} (HfArgumentParser refuses flags no dataclass defines)"

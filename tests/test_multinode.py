@@ -64,10 +64,58 @@ def test_minicpmv_accelerate_config_is_multi_machine():
     assert "main_process_ip" not in acc  # passed by launch.sh from MASTER_ADDR
 
 
-def test_vllm_recipe_refuses_more_nodes_with_a_reason():
-    r = recipe.load("qwen7b-lora-h100x8")
-    with pytest.raises(UserError, match="vLLM server.*one node only.*More nodes"):
-        render.render(r, values.parse_sets(r, ["nodes=2"]))
+GRPO = "qwen7b-lora-h100x8"
+
+
+def test_grpo_more_nodes_gives_the_server_a_node_of_its_own():
+    """nodes=3: serve.sh on one node, launch.sh on 2 training nodes of 8 GPUs; the batch is re-derived over 16 processes."""
+    import yaml
+
+    files = _render(GRPO, ["nodes=3", "vllm_gpus=8"])
+    assert {"serve.sh", "slurm.sbatch"} <= set(files)
+    ds, acc, grpo = json.loads(files["ds.json"]), yaml.safe_load(files["accelerate.yaml"]), yaml.safe_load(files["grpo.yaml"])
+    assert acc["num_machines"] == 2 and acc["num_processes"] == 16
+    assert acc["deepspeed_config"]["deepspeed_multinode_launcher"] == "standard"
+    assert ds["train_batch_size"] == ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] * 16
+    assert ds["train_batch_size"] % grpo["num_generations"] == 0
+    # The trainer gets the server's address from the environment, never from a file.
+    assert "vllm_server_host" not in grpo and '--vllm_server_host "$VLLM_SERVER_HOST"' in files["launch.sh"]
+    assert "CUDA_VISIBLE_DEVICES" not in files["launch.sh"] and "vllm serve" not in files["launch.sh"]
+    assert "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 VLLM_SERVER_DEV_MODE=1 vllm serve" in files["serve.sh"]
+    assert "--data-parallel-size 8" in files["serve.sh"]
+    sbatch = files["slurm.sbatch"]
+    assert "#SBATCH --nodes=3" in sbatch and 'VLLM_SERVER_HOST="${HOSTS[2]}"' in sbatch
+    assert "srun --nodes=2 " in sbatch and "serve.sh" in sbatch
+
+
+@pytest.mark.parametrize("sets, message", [
+    # Training processes are the 4 GPUs of the one training node, not 2 x 4 - vllm_gpus (trl#2842).
+    (["nodes=2", "gpus_per_node=4", "vllm_gpus=4", "micro_batch_size=1", "grad_accum=1", "num_generations=16"],
+     "global batch 1x1x4=4 is not divisible by num_generations=16"),
+    (["nodes=2", "gpus_per_node=4", "vllm_gpus=8"], "vllm_gpus=8 is more than the server node has"),
+    (["vllm_gpus=4", "vllm_tensor_parallel_size=3"], "not a whole number of vllm_tensor_parallel_size=3"),
+])
+def test_grpo_layout_arithmetic_is_refused_when_wrong(sets, message):
+    r = recipe.load(GRPO)
+    with pytest.raises(UserError, match=message):
+        render.render(r, values.parse_sets(r, sets))
+
+
+def test_grpo_lint_and_memory_understand_the_dedicated_server_node(tmp_path):
+    from ftrecipes import cli
+    from ftrecipes.memory.inputs import setup_from_values
+
+    run = tmp_path / "run"
+    render_into(GRPO, ["nodes=3", "vllm_gpus=8"], run)
+    assert cli.main(["lint", str(run)]) == 0
+    # The check can fail: the same trainer pointed at a server on its own machine shares its GPUs.
+    text = (run / "launch.sh").read_text()
+    (run / "launch.sh").write_text(text.replace('--vllm_server_host "$VLLM_SERVER_HOST"', "--vllm_server_host 127.0.0.1"))
+    assert cli.main(["lint", "--format", "json", str(run)]) == 1
+    r = recipe.load(GRPO)
+    vals = values.resolve(r, values.parse_sets(r, ["nodes=3", "vllm_gpus=8"]))
+    s = setup_from_values(vals, {"method": "grpo", "model": "Qwen2.5-7B-Instruct", "gpu": "H100-80GB"})
+    assert (s.gpus, s.nodes, s.vllm_gpus) == (16, 3, 8)
 
 
 @pytest.mark.parametrize("name", MULTI)

@@ -303,7 +303,12 @@ def ensure_env(stack: str, log=sys.stderr) -> Path:
 # shadows the stack's own copy and runs on the stack's other packages (torch 2.13, DeepSpeed,
 # transformers), not on the pins it was released with: enough for building its argument parser
 # and DeepSpeed config, not a claim that it trains on this stack.
-RELEASES = {"openrlhf": "openrlhf"}
+#
+# For the trl stack the release is vLLM's (tests/frameworks/truth_vllm.py checks `vllm serve`
+# command lines with vLLM's own parser): vLLM without its dependencies, plus the pinned modules
+# its CLI module imports that the stack lacks (RELEASE_EXTRAS), in the same folder.
+RELEASES = {"openrlhf": "openrlhf", "trl": "vllm"}
+RELEASE_EXTRAS = {"trl": REPO / "tests" / "envs" / "trl" / "vllm-parser.txt"}
 
 
 def release_dir(stack: str, version: str) -> Path:
@@ -312,7 +317,11 @@ def release_dir(stack: str, version: str) -> Path:
         raise ValueError(f"stack {stack!r} has no older releases to install")
     if not all(part.isalnum() for part in version.split(".")):
         raise ValueError(f"bad version {version!r}")
-    return env_dir(stack) / "releases" / f"{RELEASES[stack]}-{version}"
+    name = f"{RELEASES[stack]}-{version}"
+    if stack in RELEASE_EXTRAS:
+        # A changed list of extras gives a fresh folder.
+        name += "-" + hashlib.sha256(RELEASE_EXTRAS[stack].read_bytes()).hexdigest()[:8]
+    return env_dir(stack) / "releases" / name
 
 
 def ensure_release(stack: str, version: str, log=sys.stderr) -> Path:
@@ -332,8 +341,9 @@ def ensure_release(stack: str, version: str, log=sys.stderr) -> Path:
             base = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONNOUSERSITE="1")
             base.pop("PYTHONPATH", None)
             print(f"[devenv {stack}] installing {RELEASES[stack]}=={version} into {d}", file=log, flush=True)
+            extras = ["-r", str(RELEASE_EXTRAS[stack])] if stack in RELEASE_EXTRAS else []
             r = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-compile", "--target", str(d),
-                                f"{RELEASES[stack]}=={version}"], env=base, capture_output=True, text=True)
+                                f"{RELEASES[stack]}=={version}", *extras], env=base, capture_output=True, text=True)
             if r.returncode != 0:
                 raise RuntimeError(f"devenv {stack}: installing {RELEASES[stack]}=={version} failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
             (d / MARKER).write_text(json.dumps({"release": f"{RELEASES[stack]}=={version}"}) + "\n")

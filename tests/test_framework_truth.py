@@ -97,3 +97,32 @@ def test_tested_with_is_what_the_environment_runs(name):
     installed = json.loads(proc.stdout.strip().splitlines()[-1])
     # A local build label (torch 2.13.0+cpu) names the same release.
     assert {p: v.split("+")[0] for p, v in installed.items()} == {p: str(v) for p, v in r.meta["tested_with"].items()}
+
+
+def test_vllm_serve_command_is_checked_by_vllms_own_parser(tmp_path):
+    """The server command of launch.sh goes through `vllm serve`'s parser (vLLM 0.31.0, the recipe's
+    vllm_version). The check can fail: a misspelt flag and a wrong choice are refused by vLLM
+    itself; a command without the dev-mode environment or the NCCL weight-transfer engine TRL needs
+    is refused by the TRL requirements the check adds (trl/scripts/vllm_serve.py)."""
+    _, jobs = jobs_for("qwen7b-lora-h100x8", [], tmp_path / "render")
+    [job] = [j for _, j in jobs if j["check"] == "vllm-serve-native"]
+
+    def edit(old, new):
+        assert old in job["args"]
+        return {**job, "args": [new if w == old else w for w in job["args"]]}
+
+    no_dev = {**job, "env": {k: v for k, v in job["env"].items() if k != "VLLM_SERVER_DEV_MODE"}}
+    no_wt = {**job, "args": job["args"][: job["args"].index("--weight-transfer-config")]
+             + job["args"][job["args"].index("--weight-transfer-config") + 2:]}
+    ok, flag, choice, dev, wt = run_truth("trl", [job, edit("--weight-transfer-config", "--weight-transfer-confg"),
+                                                edit("processed_logprobs", "processed_logprob"), no_dev, no_wt],
+                                          tmp_path, timeout=600)
+    assert ok["ok"], ok
+    facts = ok["facts"]
+    assert facts["vllm"] == "0.31.0" and facts["weight_transfer_backend"] == "nccl"
+    assert (facts["data_parallel_size"], facts["tensor_parallel_size"], facts["port"]) == (4, 1, 8000)
+    assert facts["max_model_len"] == 2048 + 1024 and facts["max_logprobs"] == -1
+    assert not flag["ok"] and "unrecognized arguments: --weight-transfer-confg" in flag["error"], flag
+    assert not choice["ok"] and "invalid choice: 'processed_logprob'" in choice["error"], choice
+    assert not dev["ok"] and "VLLM_SERVER_DEV_MODE" in dev["error"], dev
+    assert not wt["ok"] and "nccl" in wt["error"], wt

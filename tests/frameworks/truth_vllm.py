@@ -25,21 +25,49 @@ from truth import _plain, check
 RELEASE_ENV = "FTRECIPES_VLLM_RELEASE"
 
 
+_RESULTS = {}
+
+
+def _key(job):
+    return json.dumps(job, sort_keys=True)
+
+
+def _batch(job):
+    """This job and every other vllm-serve-native job of the same release in this run's jobs file
+    (truth.py's first argument): importing vLLM costs tens of seconds, so one child checks them all."""
+    try:
+        with open(sys.argv[1], encoding="utf-8") as fh:
+            others = [j for j in json.load(fh) if isinstance(j, dict) and j.get("check") == job["check"]
+                      and j.get("release") == job["release"]]
+    except (OSError, ValueError, IndexError):
+        others = []
+    batch, seen = [job], {_key(job)}
+    for j in others:
+        if _key(j) not in seen and _key(j) not in _RESULTS:
+            seen.add(_key(j))
+            batch.append(j)
+    return batch
+
+
 def _in_release(job):
-    here = os.path.dirname(os.path.abspath(__file__))
-    with tempfile.TemporaryDirectory() as tmp:
-        jobs, out = os.path.join(tmp, "jobs.json"), os.path.join(tmp, "out.json")
-        with open(jobs, "w", encoding="utf-8") as fh:
-            json.dump([job], fh)
-        env = dict(os.environ, VLLM_TARGET_DEVICE="cpu")
-        env["PYTHONPATH"] = os.pathsep.join([job["release"]] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-        env[RELEASE_ENV] = job["release"]
-        proc = subprocess.run([sys.executable, os.path.join(here, "truth.py"), jobs, out], env=env, cwd=job.get("cwd"),
-                              capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0 or not os.path.exists(out):
-            raise ValueError(f"vllm {job['vllm_version']} check process failed: {proc.stderr[-1500:]}")
-        with open(out, encoding="utf-8") as fh:
-            [res] = json.load(fh)
+    if _key(job) not in _RESULTS:
+        batch = _batch(job)
+        here = os.path.dirname(os.path.abspath(__file__))
+        with tempfile.TemporaryDirectory() as tmp:
+            jobs, out = os.path.join(tmp, "jobs.json"), os.path.join(tmp, "out.json")
+            with open(jobs, "w", encoding="utf-8") as fh:
+                json.dump(batch, fh)
+            env = dict(os.environ, VLLM_TARGET_DEVICE="cpu")
+            env["PYTHONPATH"] = os.pathsep.join([job["release"]] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+            env[RELEASE_ENV] = job["release"]
+            proc = subprocess.run([sys.executable, os.path.join(here, "truth.py"), jobs, out], env=env, cwd=job.get("cwd"),
+                                  capture_output=True, text=True, timeout=600)
+            if proc.returncode != 0 or not os.path.exists(out):
+                raise ValueError(f"vllm {job['vllm_version']} check process failed: {proc.stderr[-1500:]}")
+            with open(out, encoding="utf-8") as fh:
+                for j, res in zip(batch, json.load(fh)):
+                    _RESULTS[_key(j)] = res
+    res = _RESULTS[_key(job)]
     if not res["ok"]:
         raise ValueError(res["error"])
     return res["facts"]

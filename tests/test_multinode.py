@@ -279,6 +279,35 @@ def test_two_nodes_through_llamafactory_launcher_env(tmp_path, name):
 
 
 @pytest.mark.framework
+def test_grpo_slurm_dry_run_checks_the_server_node_and_can_fail(tmp_path):
+    """slurm.sbatch of nodes=3 (tests/frameworks/truth_vllm.py "slurm-vllm-node"): vllm serve alone on the
+    last host through vLLM's parser, accelerate on the other two through accelerate's and TRL's parsers.
+    It fails when the server step lands on a training host and when the trainer is not pointed at the server."""
+    from truth_jobs import jobs_for
+
+    _, jobs = jobs_for(GRPO, ["nodes=3", "vllm_gpus=8"], tmp_path / "render")
+    [job] = [j for _, j in jobs if j["check"] == "slurm-vllm-node"]
+    cases = {}
+    for label, (fname, old, new) in {
+        "first-host": ("slurm.sbatch", 'VLLM_SERVER_HOST="${HOSTS[2]}"', 'VLLM_SERVER_HOST="${HOSTS[0]}"'),
+        "local-server": ("launch.sh", '--vllm_server_host "$VLLM_SERVER_HOST"', "--vllm_server_host 127.0.0.1"),
+    }.items():
+        d = tmp_path / label
+        shutil.copytree(tmp_path / "render", d)
+        text = (d / fname).read_text()
+        assert old in text
+        (d / fname).write_text(text.replace(old, new))
+        cases[label] = {**job, "path": str(d / "slurm.sbatch"), "cwd": str(d)}
+    ok, first, local = _truth("trl", [job] + list(cases.values()), tmp_path)
+    assert ok["ok"], ok
+    assert ok["facts"]["server"]["data_parallel_size"] == 8
+    assert {n["vllm_server_host"] for n in ok["facts"]["training"].values()} == {"gpu-a03"}
+    assert [ok["facts"]["training"][r]["node_rank"] for r in ("0", "1")] == [0, 1]
+    assert not first["ok"] and "expected the last host gpu-a03" in first["error"], first
+    assert not local["ok"] and "points the trainer at 127.0.0.1" in local["error"], local
+
+
+@pytest.mark.framework
 def test_hostfile_check_uses_deepspeeds_parser(tmp_path):
     """No recipe here renders a hostfile (one launcher per node instead); the check is ready for those that do."""
     files = {"ok": "node-0 slots=8\nnode-1 slots=8\n", "dup": "node-0 slots=8\nnode-0 slots=8\n",

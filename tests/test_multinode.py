@@ -320,3 +320,38 @@ def test_hostfile_check_uses_deepspeeds_parser(tmp_path):
     assert ok["ok"] and ok["facts"] == {"hosts": ["node-0", "node-1"], "slots": [8, 8]}, ok
     assert not dup["ok"] and "node-0" in dup["error"], dup  # DeepSpeed refuses a host listed twice
     assert not slots["ok"] and "slots=8" in slots["error"], slots
+
+
+@pytest.mark.smoke
+def test_grpo_two_training_nodes_on_one_machine_train_from_the_multi_node_launch_sh(tmp_path):
+    """nodes=3 (one vLLM node + 2 training nodes of 1 GPU): the rendered launch.sh started as training
+    node 0 and 1 on 127.0.0.1, `accelerate launch --machine_rank "$NODE_RANK" ...` with accelerate.yaml's
+    num_machines 2 and the standard DeepSpeed launcher. Overrides as the recipe's smoke test (recipe.yaml
+    `smoke:`), appended to the accelerate command by a shim first on PATH: use_cpu, use_vllm=false, sdpa,
+    a tiny reward. Not exercised: serve.sh and the server (vLLM does not serve on CPU), so neither
+    generation on the server node nor the weight sync to it; VLLM_SERVER_HOST is passed and parsed only."""
+    from test_smoke_qwen7b_lora_h100x8 import REWARD
+
+    assets = make_assets("trl", tmp_path / "assets")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl").write_text(open(assets["prompts"]).read())
+    run, out = tmp_path / "run", tmp_path / "out"
+    sets = [
+        "nodes=3", "gpus_per_node=1", "vllm_gpus=1", f"model={assets['model']}", f"dataset={data}", "seq_len=64",
+        "max_completion_length=16", "max_steps=3", "logging_steps=1", f"output_dir={out}",
+    ]
+    render_into(GRPO, sets, run)
+    (run / "tiny_reward.py").write_text(REWARD)
+    env = devenv.run_env("trl")
+    extra = ["--use_cpu", "true", "--use_vllm", "false", "--attn_implementation", "sdpa",
+             "--reward_funcs", "tiny_reward.length_reward", "--save_strategy", "no"]
+    shim = _append_shim(tmp_path / "bin", "accelerate", shutil.which("accelerate", path=env["PATH"]), extra)
+    records = _two_nodes("trl", run, tmp_path, {"PATH": f"{shim}:{env['PATH']}", "VLLM_SERVER_HOST": "127.0.0.1",
+                                                "FTRECIPES_CPU_DS_COMM": "1"}, f"{GRPO} (2 training nodes)")
+    ds = json.loads((run / "ds.json").read_text())
+    assert ds["train_batch_size"] == ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] * 2
+    records = assert_engine(records, ds, world_size=2, lora=True, gradient_checkpointing=True)
+    for rank, recs in records.items():
+        engine = next(r for r in recs if r["event"] == "engine")
+        assert engine["world_size"] == 2 and engine["zero_stage"] == 3, engine

@@ -108,10 +108,14 @@ def test_grpo_lint_and_memory_understand_the_dedicated_server_node(tmp_path):
     run = tmp_path / "run"
     render_into(GRPO, ["nodes=3", "vllm_gpus=8"], run)
     assert cli.main(["lint", str(run)]) == 0
-    # The check can fail: the same trainer pointed at a server on its own machine shares its GPUs.
-    text = (run / "launch.sh").read_text()
-    (run / "launch.sh").write_text(text.replace('--vllm_server_host "$VLLM_SERVER_HOST"', "--vllm_server_host 127.0.0.1"))
-    assert cli.main(["lint", "--format", "json", str(run)]) == 1
+    # vllm-gpu-overlap: a trainer without CUDA_VISIBLE_DEVICES next to a server that has them shares
+    # its GPUs, unless it is pointed at a server on another host. The one-node launch.sh, edited so.
+    one = tmp_path / "one"
+    render_into(GRPO, [], one)
+    text = (one / "launch.sh").read_text().replace("CUDA_VISIBLE_DEVICES=4,5,6,7 accelerate", "accelerate")
+    for host, code in (("gpu-a03", 0), ("127.0.0.1", 1), ("$VLLM_SERVER_HOST", 0)):
+        (one / "launch.sh").write_text(text.replace("--config grpo.yaml", f'--config grpo.yaml --vllm_server_host "{host}"'))
+        assert cli.main(["lint", str(one)]) == code, host
     r = recipe.load(GRPO)
     vals = values.resolve(r, values.parse_sets(r, ["nodes=3", "vllm_gpus=8"]))
     s = setup_from_values(vals, {"method": "grpo", "model": "Qwen2.5-7B-Instruct", "gpu": "H100-80GB"})

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.framework
 
 # A few overrides per recipe that users really make; each must still be accepted.
 OVERRIDES = {
-    "qwen7b-lora-h100x8": [["micro_batch_size=2", "grad_accum=8"], ["seq_len=4096", "max_completion_length=2048"], ["num_generations=16", "lora_rank=64", "lora_alpha=128"]],
+    "qwen7b-lora-h100x8": [["micro_batch_size=2", "grad_accum=8"], ["seq_len=4096", "max_completion_length=2048"], ["num_generations=16", "lora_rank=64", "lora_alpha=128"], ["nodes=3", "vllm_gpus=8"]],
     "llama8b-sft-a100x1": [["micro_batch_size=2", "grad_accum=16", "seq_len=4096"], ["gpus_per_node=8", "grad_accum=8", "zero_stage=3"], ["offload_optimizer=none", "gradient_checkpointing=false"], ["openrlhf_version=0.8.5"], ["openrlhf_version=0.9.2", "precision=fp16"], ["nodes=2", "gpus_per_node=8", "grad_accum=4"]],
     "qwen7b-dpo-v100x8": [["gpus_per_node=4", "grad_accum=8"], ["seq_len=1024", "lora_rank=16", "lora_alpha=32", "beta=0.05"], ["precision=fp32", "expandable_segments=false"], ["nodes=2", "grad_accum=2"]],
     "qwen7b-lora-zero2-a100x2": [["seq_len=4096", "micro_batch_size=1", "grad_accum=16"], ["gpus_per_node=8", "grad_accum=2"], ["lora_rank=16", "lora_alpha=32", "lora_target=c_attn,c_proj"], ["nodes=2", "gpus_per_node=8"], ["transformers_version=4.32.0"], ["transformers_version=4.57.6", "nodes=2"]],
@@ -129,3 +129,32 @@ def test_tested_with_is_what_the_environment_runs(name):
     installed = json.loads(proc.stdout.strip().splitlines()[-1])
     # A local build label (torch 2.13.0+cpu) names the same release.
     assert {p: v.split("+")[0] for p, v in installed.items()} == {p: str(v) for p, v in r.meta["tested_with"].items()}
+
+
+def test_vllm_serve_command_is_checked_by_vllms_own_parser(tmp_path):
+    """The server command of launch.sh goes through `vllm serve`'s parser (vLLM 0.31.0, the recipe's
+    vllm_version). The check can fail: a misspelt flag and a wrong choice are refused by vLLM
+    itself; a command without the dev-mode environment or the NCCL weight-transfer engine TRL needs
+    is refused by the TRL requirements the check adds (trl/scripts/vllm_serve.py)."""
+    _, jobs = jobs_for("qwen7b-lora-h100x8", [], tmp_path / "render")
+    [job] = [j for _, j in jobs if j["check"] == "vllm-serve-native"]
+
+    def edit(old, new):
+        assert old in job["args"]
+        return {**job, "args": [new if w == old else w for w in job["args"]]}
+
+    no_dev = {**job, "env": {k: v for k, v in job["env"].items() if k != "VLLM_SERVER_DEV_MODE"}}
+    no_wt = {**job, "args": job["args"][: job["args"].index("--weight-transfer-config")]
+             + job["args"][job["args"].index("--weight-transfer-config") + 2:]}
+    ok, flag, choice, dev, wt = run_truth("trl", [job, edit("--weight-transfer-config", "--weight-transfer-confg"),
+                                                edit("processed_logprobs", "processed_logprob"), no_dev, no_wt],
+                                          tmp_path, timeout=600)
+    assert ok["ok"], ok
+    facts = ok["facts"]
+    assert facts["vllm"] == "0.31.0" and facts["weight_transfer_backend"] == "nccl"
+    assert (facts["data_parallel_size"], facts["tensor_parallel_size"], facts["port"]) == (4, 1, 8000)
+    assert facts["max_model_len"] == 2048 + 1024 and facts["max_logprobs"] == -1
+    assert not flag["ok"] and "unrecognized arguments: --weight-transfer-confg" in flag["error"], flag
+    assert not choice["ok"] and "invalid choice: 'processed_logprob'" in choice["error"], choice
+    assert not dev["ok"] and "VLLM_SERVER_DEV_MODE" in dev["error"], dev
+    assert not wt["ok"] and "nccl" in wt["error"], wt

@@ -64,10 +64,62 @@ def test_minicpmv_accelerate_config_is_multi_machine():
     assert "main_process_ip" not in acc  # passed by launch.sh from MASTER_ADDR
 
 
-def test_vllm_recipe_refuses_more_nodes_with_a_reason():
-    r = recipe.load("qwen7b-lora-h100x8")
-    with pytest.raises(UserError, match="vLLM server.*one node only.*More nodes"):
-        render.render(r, values.parse_sets(r, ["nodes=2"]))
+GRPO = "qwen7b-lora-h100x8"
+
+
+def test_grpo_more_nodes_gives_the_server_a_node_of_its_own():
+    """nodes=3: serve.sh on one node, launch.sh on 2 training nodes of 8 GPUs; the batch is re-derived over 16 processes."""
+    import yaml
+
+    files = _render(GRPO, ["nodes=3", "vllm_gpus=8"])
+    assert {"serve.sh", "slurm.sbatch"} <= set(files)
+    ds, acc, grpo = json.loads(files["ds.json"]), yaml.safe_load(files["accelerate.yaml"]), yaml.safe_load(files["grpo.yaml"])
+    assert acc["num_machines"] == 2 and acc["num_processes"] == 16
+    assert acc["deepspeed_config"]["deepspeed_multinode_launcher"] == "standard"
+    assert ds["train_batch_size"] == ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] * 16
+    assert ds["train_batch_size"] % grpo["num_generations"] == 0
+    # The trainer gets the server's address from the environment, never from a file.
+    assert "vllm_server_host" not in grpo and '--vllm_server_host "$VLLM_SERVER_HOST"' in files["launch.sh"]
+    assert "CUDA_VISIBLE_DEVICES" not in files["launch.sh"] and "vllm serve" not in files["launch.sh"]
+    assert "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 VLLM_SERVER_DEV_MODE=1 vllm serve" in files["serve.sh"]
+    assert "--data-parallel-size 8" in files["serve.sh"]
+    sbatch = files["slurm.sbatch"]
+    assert "#SBATCH --nodes=3" in sbatch and 'VLLM_SERVER_HOST="${HOSTS[2]}"' in sbatch
+    assert "srun --nodes=2 " in sbatch and "serve.sh" in sbatch
+
+
+@pytest.mark.parametrize("sets, message", [
+    # Training processes are the 4 GPUs of the one training node, not 2 x 4 - vllm_gpus (trl#2842).
+    (["nodes=2", "gpus_per_node=4", "vllm_gpus=4", "micro_batch_size=1", "grad_accum=1", "num_generations=16"],
+     "global batch 1x1x4=4 is not divisible by num_generations=16"),
+    (["nodes=2", "gpus_per_node=4", "vllm_gpus=8"], "vllm_gpus=8 is more than the server node has"),
+    (["vllm_gpus=4", "vllm_tensor_parallel_size=3"], "not a whole number of vllm_tensor_parallel_size=3"),
+])
+def test_grpo_layout_arithmetic_is_refused_when_wrong(sets, message):
+    r = recipe.load(GRPO)
+    with pytest.raises(UserError, match=message):
+        render.render(r, values.parse_sets(r, sets))
+
+
+def test_grpo_lint_and_memory_understand_the_dedicated_server_node(tmp_path):
+    from ftrecipes import cli
+    from ftrecipes.memory.inputs import setup_from_values
+
+    run = tmp_path / "run"
+    render_into(GRPO, ["nodes=3", "vllm_gpus=8"], run)
+    assert cli.main(["lint", str(run)]) == 0
+    # vllm-gpu-overlap: a trainer without CUDA_VISIBLE_DEVICES next to a server that has them shares
+    # its GPUs, unless it is pointed at a server on another host. The one-node launch.sh, edited so.
+    one = tmp_path / "one"
+    render_into(GRPO, [], one)
+    text = (one / "launch.sh").read_text().replace("CUDA_VISIBLE_DEVICES=4,5,6,7 accelerate", "accelerate")
+    for host, code in (("gpu-a03", 0), ("127.0.0.1", 1), ("$VLLM_SERVER_HOST", 0)):
+        (one / "launch.sh").write_text(text.replace("--config grpo.yaml", f'--config grpo.yaml --vllm_server_host "{host}"'))
+        assert cli.main(["lint", str(one)]) == code, host
+    r = recipe.load(GRPO)
+    vals = values.resolve(r, values.parse_sets(r, ["nodes=3", "vllm_gpus=8"]))
+    s = setup_from_values(vals, {"method": "grpo", "model": "Qwen2.5-7B-Instruct", "gpu": "H100-80GB"})
+    assert (s.gpus, s.nodes, s.vllm_gpus) == (16, 3, 8)
 
 
 @pytest.mark.parametrize("name", MULTI)
@@ -231,6 +283,35 @@ def test_two_nodes_through_llamafactory_launcher_env(tmp_path, name):
 
 
 @pytest.mark.framework
+def test_grpo_slurm_dry_run_checks_the_server_node_and_can_fail(tmp_path):
+    """slurm.sbatch of nodes=3 (tests/frameworks/truth_vllm.py "slurm-vllm-node"): vllm serve alone on the
+    last host through vLLM's parser, accelerate on the other two through accelerate's and TRL's parsers.
+    It fails when the server step lands on a training host and when the trainer is not pointed at the server."""
+    from truth_jobs import jobs_for
+
+    _, jobs = jobs_for(GRPO, ["nodes=3", "vllm_gpus=8"], tmp_path / "render")
+    [job] = [j for _, j in jobs if j["check"] == "slurm-vllm-node"]
+    cases = {}
+    for label, (fname, old, new) in {
+        "first-host": ("slurm.sbatch", 'VLLM_SERVER_HOST="${HOSTS[2]}"', 'VLLM_SERVER_HOST="${HOSTS[0]}"'),
+        "local-server": ("launch.sh", '--vllm_server_host "$VLLM_SERVER_HOST"', "--vllm_server_host 127.0.0.1"),
+    }.items():
+        d = tmp_path / label
+        shutil.copytree(tmp_path / "render", d)
+        text = (d / fname).read_text()
+        assert old in text
+        (d / fname).write_text(text.replace(old, new))
+        cases[label] = {**job, "path": str(d / "slurm.sbatch"), "cwd": str(d)}
+    ok, first, local = _truth("trl", [job] + list(cases.values()), tmp_path)
+    assert ok["ok"], ok
+    assert ok["facts"]["server"]["data_parallel_size"] == 8
+    assert {n["vllm_server_host"] for n in ok["facts"]["training"].values()} == {"gpu-a03"}
+    assert [ok["facts"]["training"][r]["node_rank"] for r in ("0", "1")] == [0, 1]
+    assert not first["ok"] and "expected the last host gpu-a03" in first["error"], first
+    assert not local["ok"] and "points the trainer at 127.0.0.1" in local["error"], local
+
+
+@pytest.mark.framework
 def test_hostfile_check_uses_deepspeeds_parser(tmp_path):
     """No recipe here renders a hostfile (one launcher per node instead); the check is ready for those that do."""
     files = {"ok": "node-0 slots=8\nnode-1 slots=8\n", "dup": "node-0 slots=8\nnode-0 slots=8\n",
@@ -243,3 +324,38 @@ def test_hostfile_check_uses_deepspeeds_parser(tmp_path):
     assert ok["ok"] and ok["facts"] == {"hosts": ["node-0", "node-1"], "slots": [8, 8]}, ok
     assert not dup["ok"] and "node-0" in dup["error"], dup  # DeepSpeed refuses a host listed twice
     assert not slots["ok"] and "slots=8" in slots["error"], slots
+
+
+@pytest.mark.smoke
+def test_grpo_two_training_nodes_on_one_machine_train_from_the_multi_node_launch_sh(tmp_path):
+    """nodes=3 (one vLLM node + 2 training nodes of 1 GPU): the rendered launch.sh started as training
+    node 0 and 1 on 127.0.0.1, `accelerate launch --machine_rank "$NODE_RANK" ...` with accelerate.yaml's
+    num_machines 2 and the standard DeepSpeed launcher. Overrides as the recipe's smoke test (recipe.yaml
+    `smoke:`), appended to the accelerate command by a shim first on PATH: use_cpu, use_vllm=false, sdpa,
+    a tiny reward. Not exercised: serve.sh and the server (vLLM does not serve on CPU), so neither
+    generation on the server node nor the weight sync to it; VLLM_SERVER_HOST is passed and parsed only."""
+    from test_smoke_qwen7b_lora_h100x8 import REWARD
+
+    assets = make_assets("trl", tmp_path / "assets")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl").write_text(open(assets["prompts"]).read())
+    run, out = tmp_path / "run", tmp_path / "out"
+    sets = [
+        "nodes=3", "gpus_per_node=1", "vllm_gpus=1", f"model={assets['model']}", f"dataset={data}", "seq_len=64",
+        "max_completion_length=16", "max_steps=3", "logging_steps=1", f"output_dir={out}",
+    ]
+    render_into(GRPO, sets, run)
+    (run / "tiny_reward.py").write_text(REWARD)
+    env = devenv.run_env("trl")
+    extra = ["--use_cpu", "true", "--use_vllm", "false", "--attn_implementation", "sdpa",
+             "--reward_funcs", "tiny_reward.length_reward", "--save_strategy", "no"]
+    shim = _append_shim(tmp_path / "bin", "accelerate", shutil.which("accelerate", path=env["PATH"]), extra)
+    records = _two_nodes("trl", run, tmp_path, {"PATH": f"{shim}:{env['PATH']}", "VLLM_SERVER_HOST": "127.0.0.1",
+                                                "FTRECIPES_CPU_DS_COMM": "1"}, f"{GRPO} (2 training nodes)")
+    ds = json.loads((run / "ds.json").read_text())
+    assert ds["train_batch_size"] == ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] * 2
+    records = assert_engine(records, ds, world_size=2, lora=True, gradient_checkpointing=True)
+    for rank, recs in records.items():
+        engine = next(r for r in recs if r["event"] == "engine")
+        assert engine["world_size"] == 2 and engine["zero_stage"] == 3, engine

@@ -38,7 +38,9 @@ def test_set_overrides_flow_into_every_file(run_cli):
     assert ds["train_micro_batch_size_per_gpu"] == 2 and ds["train_batch_size"] == 2 * 4 * 4
     code, out, _ = run_cli("render", "qwen7b-lora-h100x8", "--file", "grpo.yaml", "--set", "micro_batch_size=2", "--set", "seq_len=4096")
     cfg = yaml.safe_load(out)
-    assert cfg["per_device_train_batch_size"] == 2 and cfg["vllm_max_model_length"] == 4096
+    assert cfg["per_device_train_batch_size"] == 2
+    code, out, _ = run_cli("render", "qwen7b-lora-h100x8", "--file", "launch.sh", "--set", "micro_batch_size=2", "--set", "seq_len=4096")
+    assert "--max-model-len 5120 " in out  # the server's context: 4,096 prompt + 1,024 completion tokens
     assert "# Overrides: micro_batch_size=2 seq_len=4096" in out
 
 
@@ -78,8 +80,8 @@ def test_shell_values_are_quoted(run_cli):
 
     code, out, err = run_cli("render", "qwen7b-lora-h100x8", "--file", "launch.sh", "--set", "model=org/a;rm&x|y")
     assert code == 0, err
-    line = next(l for l in out.splitlines() if l.strip().startswith("--model"))
-    assert shlex.split(line.rstrip(" \\")) == ["--model", "org/a;rm&x|y"]
+    line = next(l for l in out.splitlines() if " vllm serve " in l)
+    assert shlex.split(line.rstrip(" \\"))[-3:] == ["vllm", "serve", "org/a;rm&x|y"]
     code, out, err = run_cli("render", "qwen7b-lora-h100x8", "--file", "launch.sh", "--set", "model=a b")
     assert code == 2 and "model" in err  # whitespace is never part of a model id
 
@@ -96,7 +98,8 @@ def test_output_dir_writes_all_and_refuses_overwrite(run_cli, tmp_path):
     code, _, err = run_cli("render", "qwen7b-lora-h100x8", "-o", str(out))
     assert code == 0, err
     r = recipe.load("qwen7b-lora-h100x8")
-    assert sorted(p.name for p in out.iterdir()) == sorted(f.name for f in r.files)
+    # Files with a `when` (serve.sh, slurm.sbatch: nodes > 1 only) are not part of a one-node render.
+    assert sorted(p.name for p in out.iterdir()) == sorted(f.name for f in r.files if f.when is None)
     assert os.stat(out / "launch.sh").st_mode & stat.S_IXUSR
     before = {p.name: p.read_text() for p in out.iterdir()}
     code, _, err = run_cli("render", "qwen7b-lora-h100x8", "-o", str(out), "--set", "micro_batch_size=2")

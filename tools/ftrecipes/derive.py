@@ -19,18 +19,21 @@ def derive(recipe, values, overrides=()):
         raise UserError(f"{recipe.name}: {message}{hint}")
 
     if vllm and nodes > 1:
-        # TRL talks to the server from the main process only: a per-node server would idle
-        # on every node but the first, and a server on node 0 alone leaves the nodes with
-        # different process counts, which torchrun and accelerate cannot launch.
-        bad(
-            f"nodes={nodes}: the vLLM server takes GPUs of the training node (vllm_gpus={vllm}), which is "
-            "rendered for one node only; use nodes=1 (the recipe README's 'More nodes' section says "
-            "how to run the server on a node of its own)"
-        )
-    if vllm >= per_node:
-        bad(f"vllm_gpus={vllm} leaves no GPU to train on (gpus_per_node={per_node})")
-    train_per_node = per_node - vllm
-    world = nodes * train_per_node
+        # TRL's trainer talks to one server from its main process, so more nodes means a node
+        # of its own for the server (TRL's and open-r1's multi-node layout) and nodes - 1
+        # training nodes with every GPU: torchrun and accelerate start the same number of
+        # processes on every node, which a node shared with the server would break.
+        if vllm > per_node:
+            bad(f"vllm_gpus={vllm} is more than the server node has (gpus_per_node={per_node})")
+        train_nodes, train_per_node = nodes - 1, per_node
+    else:
+        if vllm >= per_node:
+            bad(f"vllm_gpus={vllm} leaves no GPU to train on (gpus_per_node={per_node})")
+        train_nodes, train_per_node = nodes, per_node - vllm
+    world = train_nodes * train_per_node
+    tp = v.get("vllm_tensor_parallel_size", 1)
+    if vllm and vllm % tp:
+        bad(f"vllm_gpus={vllm} is not a whole number of vllm_tensor_parallel_size={tp} replicas")
     micro = v.get("micro_batch_size", 1)
     accum = v.get("grad_accum", 1)
     train_batch = micro * accum * world
@@ -53,10 +56,12 @@ def derive(recipe, values, overrides=()):
     ctx.update(
         world_size=world,
         train_gpus_per_node=train_per_node,
+        train_nodes=train_nodes,
+        vllm_node=bool(vllm) and nodes > 1,
         train_batch_size=train_batch,
         # Which devices each process group sees: the server gets the first GPUs.
         vllm_devices=",".join(str(i) for i in range(vllm)),
-        train_devices=",".join(str(i) for i in range(vllm, per_node)),
+        train_devices=",".join(str(i) for i in range(0 if nodes > 1 else vllm, per_node)),
         lora=v.get("lora_rank", 0) > 0,
         multi_node=nodes > 1,
         recipe={"name": recipe.name, "version": recipe.version, "label": recipe.label()},

@@ -307,7 +307,9 @@ def ensure_env(stack: str, log=sys.stderr) -> Path:
 # versions at import) lists them all in tests/envs/<stack>/releases/<package>-<version>.txt,
 # installed the same way instead of the bare pin. A stack may have releases of several packages
 # (the first is the default); each release gets its own folder, <package>-<version>.
-RELEASES = {"openrlhf": ("openrlhf",), "trl": ("transformers",)}
+# The trl stack also holds vLLM releases: parser only, for tests/frameworks/truth_vllm.py, which
+# checks `vllm serve` command lines with vLLM's own parser.
+RELEASES = {"openrlhf": ("openrlhf",), "trl": ("transformers", "vllm")}
 
 
 def _release_package(stack: str, package: str | None) -> str:

@@ -166,8 +166,9 @@ def setup_from_values(values: dict, meta: dict) -> Setup:
     if meta.get("world_size"):
         world = int(meta["world_size"])
     elif vllm_mode == "server" and vllm_gpus:
-        # TRL server mode: `trl vllm-serve` takes vllm_gpus GPUs, `accelerate launch` the rest
-        world = max(1, nodes * per_node - vllm_gpus)
+        # TRL server mode: on one node the server takes vllm_gpus GPUs and training the rest;
+        # on more nodes the server has a node of its own and the other nodes train on every GPU.
+        world = max(1, (nodes - 1) * per_node if nodes > 1 else per_node - vllm_gpus)
     else:
         world = nodes * per_node
     seq = int(v.get("seq_len") or 2048)

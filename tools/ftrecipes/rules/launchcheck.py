@@ -1,7 +1,10 @@
 """Launch consistency: processes vs visible GPUs, a generation server's GPUs, ZeRO-3 loading."""
 
 from . import ERROR, rule
-from .facts import commands, devices, ds_configs, launcher_of, world_sizes, zero_stage
+from .facts import _flag, commands, devices, ds_configs, launcher_of, world_sizes, zero_stage
+
+# Addresses that name the machine a process runs on (TRL's default vllm_server_host is 0.0.0.0).
+_LOCAL_HOSTS = {"127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"}
 
 
 @rule("processes-vs-devices", ERROR, "more or fewer processes than visible GPUs")
@@ -37,14 +40,16 @@ def vllm_overlap(setup):
     on. Training processes on the same GPUs get the remaining tenth and run out of memory
     at the first generation step. Give the server and the trainer disjoint
     CUDA_VISIBLE_DEVICES (or use TRL's colocate mode with a small
-    vllm_gpu_memory_utilization).
+    vllm_gpu_memory_utilization). A trainer pointed at a server on another machine
+    (`--vllm_server_host` or `vllm_server_host` / `vllm_server_base_url` naming a host that
+    is not this one, as on a dedicated vLLM node) shares no GPU with it.
     """
     servers, trainers = [], []
     for cfg, i, cmd in commands(setup):
         kind = launcher_of(cmd)
         if kind == "vllm-serve":
             servers.append((cfg, i, cmd))
-        elif kind is not None:
+        elif kind is not None and not _remote_server(setup, cmd):
             trainers.append((cfg, i, cmd))
     for scfg, si, scmd in servers:
         sdev = scmd.env.get("CUDA_VISIBLE_DEVICES")
@@ -59,6 +64,19 @@ def vllm_overlap(setup):
                 yield scfg, ("command", si), f"vLLM server GPUs {sdev} overlap training GPUs {tdev} (shared: {shared})"
             elif (a is None) != (b is None) and (sdev is None or tdev is None):
                 yield scfg, ("command", si), "only one of the vLLM server and the trainer sets CUDA_VISIBLE_DEVICES, so the other sees every GPU"
+
+
+def _remote_server(setup, cmd):
+    """True when the trainer reaches its vLLM server at another machine's address."""
+    host = (_flag(cmd, "vllm_server_host", "vllm-server-host") or (None,))[0]
+    if host is None:
+        for cfg in setup.of("trl"):
+            data = cfg.data if isinstance(cfg.data, dict) else {}
+            url = data.get("vllm_server_base_url")
+            host = str(url).split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0] if url else data.get("vllm_server_host")
+            if host is not None:
+                break
+    return host is not None and str(host) not in _LOCAL_HOSTS
 
 
 @rule("zero3-loading", ERROR, "ZeRO-3 with low_cpu_mem_usage or device_map loading")

@@ -149,6 +149,41 @@ def test_liger_and_chunked_loss_remove_the_full_vocabulary_fp32_logits():
     assert none["temporaries"] - chunked["temporaries"] == pytest.approx(full_fp32 - 4 * V * T / 8, rel=1e-9)
 
 
+def test_offloaded_checkpointing_keeps_one_layer_input_on_the_gpu():
+    """Unsloth's offloaded checkpointer (unsloth/models/_utils.py Unsloth_Offloaded_Gradient_Checkpointer;
+    LLaMA-Factory's use_unsloth_gc copy in model_utils/checkpointing.py) saves each layer's input with
+    hidden_states.to("cpu") and copies it back only for that layer's recompute, so of the L checkpointed
+    inputs (p*h bytes a token each) one is on the GPU at a time; everything else is unchanged."""
+    from ftrecipes.memory.activations import activations
+    T, L, h = 16384, QWEN.num_hidden_layers, QWEN.hidden_size
+    kw = dict(lora_rank=16, gradient_checkpointing=True, attn_implementation="flash_attention_2")
+    plain = activations(QWEN, T, 1, 2, **kw)
+    off = activations(QWEN, T, 1, 2, checkpoint_offload=True, **kw)
+    # LoRA: L-1 checkpointed inputs (the first layer's input comes from the frozen embedding)
+    assert plain.saved_layers - off.saved_layers == (L - 2) * 2 * h * T
+    assert (off.saved_other, off.recompute_layer, off.forward_transient) == \
+        (plain.saved_other, plain.recompute_layer, plain.forward_transient)
+    # without checkpointing nothing is offloaded: the flag only changes where checkpoints wait
+    nogc = dict(kw, gradient_checkpointing=False)
+    assert activations(QWEN, T, 1, 2, checkpoint_offload=True, **nogc) == activations(QWEN, T, 1, 2, **nogc)
+    base = dict(model="Qwen2.5-7B", seq_len=T, framework="torch", **kw)
+    gap = estimate(Setup(**base)).gpu_allocated_bytes - estimate(Setup(**base, checkpoint_offload=True)).gpu_allocated_bytes
+    assert gap == (L - 2) * 2 * h * T
+
+
+def test_llamafactory_unsloth_settings_offload_the_checkpoints(tmp_path):
+    """use_unsloth passes use_gradient_checkpointing="unsloth" (llamafactory/model/model_utils/unsloth.py)
+    and use_unsloth_gc installs the same checkpointer; disabling checkpointing leaves nothing to offload."""
+    def settings(text):
+        p = tmp_path / "c.yaml"
+        p.write_text("model_name_or_path: Qwen/Qwen2.5-7B-Instruct\nstage: sft\nfinetuning_type: lora\n" + text)
+        return read([str(p)])[1]
+    assert settings("use_unsloth_gc: true\n")["checkpoint_offload"] is True
+    assert settings("use_unsloth: true\n")["checkpoint_offload"] is True
+    assert "checkpoint_offload" not in settings("use_unsloth: true\ndisable_gradient_checkpointing: true\n")
+    assert "checkpoint_offload" not in settings("")
+
+
 # --- LoRA modules_to_save ----------------------------------------------------------------------
 
 def test_modules_to_save_trains_a_full_copy_of_embeddings_and_head():

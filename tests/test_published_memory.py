@@ -21,6 +21,7 @@ SETUP_KEYS = {
     "attn_implementation", "lora_rank", "lora_target", "method", "trainer", "framework", "ds",
     "quantization", "master_weights", "optimizer", "loss_kernel", "modules_to_save", "fsdp_offload",
     "zero3_init", "image_slices", "deepspeed_version", "dpo_reference", "varying_lengths",
+    "checkpoint_offload",
 }
 VALUES = {
     "precision": {"bf16", "fp16", "fp32"}, "zero_stage": {0, 1, 2, 3},
@@ -29,7 +30,7 @@ VALUES = {
     "quantization": {"none", "4bit", "8bit"}, "loss_kernel": {"none", "liger", "chunked"},
     "attn_implementation": {"flash_attention_2", "sdpa", "eager"},
     "optimizer": {"adamw", "adamw_8bit", "paged_adamw_8bit", "paged_adamw_32bit", "sgd", "adafactor"},
-    "varying_lengths": {True, False},
+    "varying_lengths": {True, False}, "checkpoint_offload": {True, False},
     "trainer": {"hf", "trl", "llamafactory", "openrlhf", "axolotl", "torchtune", "swift", "unsloth", "deepspeed"},
 }
 

@@ -161,10 +161,11 @@ def layer_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tu
 def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lora_rank: int = 0,
                 lora_target: str | None = None, gradient_checkpointing: bool = False,
                 attn_implementation: str = "sdpa", sequences_per_sample: int = 1,
-                adapter_fp32: bool = True, loss_kernel: str = "none", image_slices: int = 0) -> Activations:
+                adapter_fp32: bool = True, loss_kernel: str = "none", image_slices: int = 0,
+                checkpoint_offload: bool = False) -> Activations:
     """Activation memory for one micro batch; sequences_per_sample=2 for DPO's chosen+rejected.
     image_slices: image slices per sample run through shape.vision (their LLM tokens are part of
-    seq_len already)."""
+    seq_len already). checkpoint_offload: the checkpointed layer inputs wait in host RAM."""
     b = micro_batch * sequences_per_sample
     T = b * seq_len
     h, L = shape.hidden_size, shape.num_hidden_layers
@@ -180,7 +181,14 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
         # materialised for the checkpointed layers. FlashAttention-2 gets no such mask
         # (transformers masking_utils.flash_attention_mask: None, or the 2D padding mask).
         mask = 0 if attn == "flash_attention_2" else b * seq_len * seq_len
-        saved_layers = (L - (1 if lora_rank else 0)) * p * h * T + mask
+        kept = L - (1 if lora_rank else 0)
+        if checkpoint_offload:
+            # Unsloth_Offloaded_Gradient_Checkpointer (unsloth/models/_utils.py; the same class is
+            # LLaMA-Factory's use_unsloth_gc, model_utils/checkpointing.py) saves
+            # hidden_states.to("cpu") for backward and copies it back to the GPU only when that
+            # layer is recomputed: one layer input on the GPU at a time.
+            kept = min(kept, 1)
+        saved_layers = kept * p * h * T + mask
         recompute = layer_saved
     else:
         saved_layers = first_layer * T + (L - 1) * layer_saved

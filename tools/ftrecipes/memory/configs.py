@@ -39,7 +39,7 @@ _LF_STAGE = {"sft": "sft", "pt": "sft", "rm": "sft", "dpo": "dpo", "kto": "dpo"}
 # Setup fields a recipe does not render but `estimate NAME --set` may change (what-if keys)
 MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "loss_kernel", "modules_to_save",
                "framework", "fsdp_offload", "zero3_init", "image_slices", "adapter_fp32", "trainer", "load_dtype",
-               "varying_lengths")
+               "varying_lengths", "checkpoint_offload")
 
 
 class _File:
@@ -123,8 +123,7 @@ def from_llamafactory(f: _File) -> dict:
            "modules_to_save": _split(f.get("additional_target")),
            "seq_len": f.int("cutoff_len", default=2048),
            "micro_batch": f.int("per_device_train_batch_size", default=8),  # transformers' default
-           # LLaMA-Factory checkpoints by default (disable_gradient_checkpointing: false); Unsloth's
-           # variant offloads the checkpoints to host RAM, which we do not model (an upper bound)
+           # LLaMA-Factory checkpoints by default (disable_gradient_checkpointing: false)
            "gradient_checkpointing": not f.get("disable_gradient_checkpointing", default=False),
            "attn_implementation": _LF_ATTN.get(str(f.get("flash_attn", default="auto")), "sdpa"),
            "precision": _precision(f), "optimizer": _optimizer(f), "model": _model(f.get("model_name_or_path"))}
@@ -142,8 +141,11 @@ def from_llamafactory(f: _File) -> dict:
         out["loss_kernel"] = "liger"
     elif f.get("use_unsloth") is True:
         out["loss_kernel"] = "chunked"
-    if f.get("use_unsloth_gc") is True:
+    # use_unsloth hands Unsloth use_gradient_checkpointing="unsloth" (model_utils/unsloth.py);
+    # use_unsloth_gc installs the same offloading checkpointer without Unsloth
+    if f.get("use_unsloth_gc") is True or (f.get("use_unsloth") is True and out["gradient_checkpointing"]):
         out["gradient_checkpointing"] = True
+        out["checkpoint_offload"] = True
     if f.get("deepspeed"):
         out["framework"] = "deepspeed"
     return out
@@ -375,7 +377,8 @@ def parse_sets(items, allowed=MEMORY_KEYS) -> dict:
         if key not in allowed or key not in types:
             raise UserError(f"--set {item}: '{key}' is not a memory setting; known: {', '.join(allowed)}")
         try:
-            if key in ("double_quant", "master_weights", "adapter_fp32", "fsdp_offload", "zero3_init", "varying_lengths"):
+            if key in ("double_quant", "master_weights", "adapter_fp32", "fsdp_offload", "zero3_init", "varying_lengths",
+                       "checkpoint_offload"):
                 out[key] = coerce(raw, "boolean")
             elif key == "image_slices":
                 out[key] = coerce(raw, "integer")

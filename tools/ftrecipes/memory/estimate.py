@@ -91,6 +91,8 @@ class Setup:
                                        # DeepSpeed ("": the compute precision; TRL loads fp32)
     varying_lengths: bool = False      # steps see different sequence lengths (dynamic padding of
                                        # unpacked data); false: packed or padded to seq_len
+    checkpoint_offload: bool = False   # gradient checkpointing that parks each layer's input in host
+                                       # RAM (Unsloth's "unsloth" mode, LLaMA-Factory use_unsloth_gc)
 
     def shape(self):
         return catalog.model(self.model) if self.model else None
@@ -297,7 +299,8 @@ def _buffers(c: _Plan) -> None:
                             lora_target=s.lora_target, gradient_checkpointing=s.gradient_checkpointing,
                             attn_implementation=s.attn_implementation,
                             sequences_per_sample=2 if s.method == "dpo" else 1, adapter_fp32=c.adapter_fp32,
-                            loss_kernel=s.loss_kernel, image_slices=s.image_slices)
+                            loss_kernel=s.loss_kernel, image_slices=s.image_slices,
+                            checkpoint_offload=s.checkpoint_offload)
     else:
         c.notes.append("no architecture given (--params only): activations not modelled")
     largest_gather = 0  # elements ZeRO-3 must gather at once

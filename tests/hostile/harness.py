@@ -113,6 +113,14 @@ class Tool:
         else:
             self.pythonpath = _install_wheel(self.base)
             self.recipes = self.pythonpath / "ftrecipes" / "_data" / "recipes"
+        self._check_imported_from_copy()
+
+    def _check_imported_from_copy(self):
+        # The test venv may hold an editable install of the checkout: make sure the copy wins.
+        probe = "import ftrecipes.paths as p; print(p.__file__); print(p.recipes_dir())"
+        out = subprocess.run([sys.executable, "-c", probe], cwd=self.base, env=self.env_plain(self.base),
+                             capture_output=True, text=True, check=True).stdout.split("\n")
+        assert out[0].startswith(str(self.pythonpath)) and Path(out[1]) == self.recipes, out
 
     def command(self, case, d):
         module = "ftrecipes.cli" if case.program == "ftrecipes" else None
@@ -279,12 +287,10 @@ def judge(case, d, code, stdout, stderr, before, after, devnull_ok):
     elif code not in case.expect:
         problems["wrong exit status without a traceback"] = f"exit {code}, want {'/'.join(map(str, case.expect))}: {_last_line(text)}"
     elif code == 2:
-        lines = [l for l in stderr.splitlines() if l.strip()]
-        missing = [w.replace("{d}", str(d)) for w in case.names if w.replace("{d}", str(d)) not in stderr]
-        if len(lines) != 1 or missing or (stdout.strip() and not case.stdout_ok):
-            why = f"missing {missing}" if missing else f"{len(lines)} stderr lines"
-            problems["messages that do not name file/line/key"] = f"{why}: {_last_line(stderr)}"
-    changed = _changes(case, d, before, after)
+        problem = _message_problem(case, d, stdout, stderr)
+        if problem:
+            problems["messages that do not name file/line/key"] = problem
+    changed = _changes(case, d, before, after, refused=code not in case.expect or code == 2)
     if not devnull_ok or not stat.S_ISCHR(os.stat("/dev/null").st_mode):
         changed.append("/dev/null is no longer a char device")
     if case.marker and os.path.lexists(case.marker.replace("{d}", str(d))):
@@ -298,9 +304,31 @@ def judge(case, d, code, stdout, stderr, before, after, devnull_ok):
     return problems
 
 
-def _changes(case, d, before, after):
-    allowed = [str(d / w) for w in case.writes]
-    # A successful run may write where it was asked to; a failing one must leave no trace.
+def _message_problem(case, d, stdout, stderr):
+    """The refusal must be one line (stderr, or stdout for lint's report) holding every name;
+    a name given as a tuple is satisfied by any of its alternatives (a key, or its line)."""
+    if case.stdout_ok:
+        msg, lines = stdout + stderr, [1]
+    else:
+        msg = stderr if stderr.strip() else stdout
+        lines = [l for l in msg.splitlines() if l.strip()]
+        if stderr.strip() and stdout.strip():
+            return f"output on both streams: {_last_line(stderr)}"
+    missing = []
+    for want in case.names:
+        options = want if isinstance(want, tuple) else (want,)
+        if not any(o.replace("{d}", str(d)) in msg for o in options):
+            missing.append("|".join(options))
+    if len(lines) != 1:
+        return f"{len(lines)} lines: {_last_line(msg)}"
+    if missing:
+        return f"missing {missing}: {_last_line(msg)}"
+    return None
+
+
+def _changes(case, d, before, after, refused):
+    # A successful run may write where it was asked to; a refusal must leave no trace.
+    allowed = [] if refused else [str(d / w) for w in case.writes]
     def ok(p):
         return any(p == a or p.startswith(a + os.sep) for a in allowed)
     out = []

@@ -13,8 +13,8 @@ from hostile import gen, writes
 from hostile.harness import ROWS, Tool, tally
 from hostile.run import run_all
 
-SLICE_EVERY = 4
-GENERATED_PER_KIND = 8
+SLICE_EVERY = 5
+GENERATED_PER_KIND = 6
 RECIPE = "qwen7b-dpo-v100x8"
 
 

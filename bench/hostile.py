@@ -12,6 +12,7 @@ is bench/hostile.md.
 import argparse
 import collections
 import hashlib
+import os
 import platform
 import sys
 import tempfile
@@ -71,7 +72,8 @@ def report(args, cases, results, trials, rounds, seconds):
           f"{'' if args.max_kill_n is None else f' --max-kill-n {args.max_kill_n}'} --rounds {args.rounds}` on "
           f"{platform.python_implementation()} {platform.python_version()}, {platform.machine()}, "
           f"tool under test: {'an installed wheel (no checkout on its path)' if args.mode == 'wheel' else 'a copy of the checkout'}; "
-          f"{seconds:.0f} s wall, 2 workers.\n")
+          f"{seconds:.0f} s wall, 2 workers, load average {os.getloadavg()[0]:.1f} at the end "
+          f"(the machine is shared; wall times include waiting for the CPU).\n")
     print(f"Distinct hostile inputs: **{distinct_inputs(cases)}** "
           f"({len(fixed.all_cases())} fixed cases, {len(cases) - len(fixed.all_cases())} generated), "
           f"plus {len(trials)} SIGKILL trials and {len(rounds)} concurrent-render rounds.\n")

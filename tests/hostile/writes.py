@@ -2,7 +2,8 @@
 
 The child installs an audit hook (sys.addaudithook) that counts the events that change the
 filesystem — an open for writing, os.mkdir, os.rename (os.replace raises it too), os.remove,
-os.rmdir, os.chmod, os.link, os.symlink, os.truncate, shutil.rmtree, shutil.move — and sends
+os.rmdir, os.chmod, os.link, os.symlink, os.truncate, shutil.rmtree, shutil.move, a ctypes call
+(renameat2 has no os wrapper), fcntl.flock — and sends
 itself SIGKILL at the Nth. N runs from 1 to the number a full render makes, so every state
 between two events is seen once. After each kill the target must hold its old content or the
 whole new set, and nothing else.
@@ -21,8 +22,9 @@ from pathlib import Path
 CHILD = r"""
 import os, signal, sys
 N = int(sys.argv[1]); count_file = sys.argv[2]; seen = [0]
+# ctypes.call_function: a writer may call renameat2 or another libc function through ctypes.
 EVENTS = {"os.mkdir", "os.rename", "os.remove", "os.rmdir", "os.chmod", "os.link", "os.symlink",
-          "os.truncate", "shutil.rmtree", "shutil.move", "os.makedirs"}
+          "os.truncate", "shutil.rmtree", "shutil.move", "os.makedirs", "ctypes.call_function", "fcntl.flock"}
 def hook(event, args):
     if event == "open":
         path, mode, flags = args

@@ -8,6 +8,7 @@ it as unusable (2); exit 0 would mean the nonsense passed. `estimate` exits 0/3 
 """
 
 import json
+import re
 
 from . import material as m
 from .harness import Case, CharDev, Dir, Fifo, Link, RecipeCopy, Sparse
@@ -73,7 +74,9 @@ def key_or_line(data, key, fname):
 
 
 def ds_text_replace(old, new):
-    return m.ds_json().replace(old, new, 1).encode()
+    text = m.ds_json()
+    assert old in text, old  # the committed ds.json changed: update the case, never skip it
+    return text.replace(old, new, 1).encode()
 
 
 # --- payloads for any file channel ------------------------------------------------------------
@@ -428,10 +431,12 @@ def recipe_cases():
 
 
 def _recipe_yaml(**edits):
+    """recipe.yaml with each regex (one whole line, multiline mode) replaced once; the
+    patterns name keys, not values, so a recipe's next version still matches."""
     text = (m.ROOT / "recipes" / DPO / "recipe.yaml").read_text(encoding="utf-8")
-    for old, new in edits.items():
-        assert old in text, old
-        text = text.replace(old, new, 1)
+    for pattern, new in edits.items():
+        text, n = re.subn(pattern, lambda _m: new, text, count=1, flags=re.M)
+        assert n == 1, pattern
     return text.encode()
 
 
@@ -445,14 +450,14 @@ def recipe_file_cases():
         f"{ry}/python-object": (ry, b"name: !!python/object/apply:os.system ['touch pwned']\n"),
         f"{ry}/non-utf8": (ry, b"name: caf\xe9\n"),
         f"{ry}/empty": (ry, b""),
-        f"{ry}/duplicate-key": (ry, _recipe_yaml(**{"version: 1.1.0": "version: 1.1.0\nversion: 9.9.9"})),
-        f"{ry}/template-escape": (ry, _recipe_yaml(**{"template: launch.sh.j2": "template: ../../../../../../etc/passwd"})),
-        f"{ry}/template-absolute": (ry, _recipe_yaml(**{"template: launch.sh.j2": "template: /etc/passwd"})),
-        f"{ry}/output-escape": (ry, _recipe_yaml(**{"- name: launch.sh": "- name: ../escape.sh"})),
-        f"{ry}/output-absolute": (ry, _recipe_yaml(**{"- name: launch.sh": "- name: {d}/abs.sh"})),
-        f"{ry}/version-bigint": (ry, _recipe_yaml(**{"version: 1.1.0": f"version: 1.1.{BIG_INT}"})),
-        f"{ry}/tag-timestamp": (ry, _recipe_yaml(**{"seq_len: 2048": "seq_len: !!timestamp x"})),
-        f"{ry}/default-nan": (ry, _recipe_yaml(**{"seq_len: 2048": "seq_len: .nan"})),
+        f"{ry}/duplicate-key": (ry, _recipe_yaml(**{r"^version: .*$": "version: 1.0.0\nversion: 9.9.9"})),
+        f"{ry}/template-escape": (ry, _recipe_yaml(**{r"^    template: launch\.sh\.j2$": "    template: ../../../../../../etc/passwd"})),
+        f"{ry}/template-absolute": (ry, _recipe_yaml(**{r"^    template: launch\.sh\.j2$": "    template: /etc/passwd"})),
+        f"{ry}/output-escape": (ry, _recipe_yaml(**{r"^  - name: launch\.sh$": "  - name: ../escape.sh"})),
+        f"{ry}/output-absolute": (ry, _recipe_yaml(**{r"^  - name: launch\.sh$": "  - name: {d}/abs.sh"})),
+        f"{ry}/version-bigint": (ry, _recipe_yaml(**{r"^version: .*$": f"version: 1.1.{BIG_INT}"})),
+        f"{ry}/tag-timestamp": (ry, _recipe_yaml(**{r"^  seq_len: .*$": "  seq_len: !!timestamp x"})),
+        f"{ry}/default-nan": (ry, _recipe_yaml(**{r"^  seq_len: .*$": "  seq_len: .nan"})),
         f"{vs}/invalid-json": (vs, b'{"type": '),
         f"{vs}/remote-ref": (vs, json.dumps(remote).encode()),
         f"{vs}/deep": (vs, deep),

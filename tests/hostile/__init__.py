@@ -1,0 +1,1 @@
+"""The hostile-input suite: cases, generators and a harness that runs the real CLI (issue 9)."""

@@ -138,11 +138,8 @@ def load(path, explicit, kind=None):
 
 def repo_root(path):
     """The nearest folder above path that is a repository's top (holds .git), or None."""
-    here = Path(path).resolve().parent
-    for folder in (here, *here.parents):
-        if (folder / ".git").exists():
-            return str(folder)
-    return None
+    top = pins.repo_root(Path(path).resolve().parent)
+    return str(top) if top is not None else None
 
 
 def launch_root(path, root=None):

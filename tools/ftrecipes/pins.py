@@ -65,6 +65,12 @@ def repo_root(folder, root=None):
     """The folder the walk stops at: root, else the nearest folder with .git, else None."""
     if root is not None:
         return Path(root).resolve()
+    return _git_top(os.fspath(folder))
+
+
+@functools.lru_cache(maxsize=1024)
+def _git_top(folder):
+    # Asked for every config of a setup (lint, pins): a folder of 5,000 files walks up once.
     p = Path(folder).resolve()
     for _ in range(MAX_DEPTH):
         if (p / ".git").exists():

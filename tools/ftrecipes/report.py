@@ -8,10 +8,11 @@ from .errors import MAX_MESSAGE, clip, one_line
 
 def text(result, out):
     # One finding, one line: keys and values quoted from the file may hold line breaks.
-    for f in result.findings:
-        out.write(one_line(f"{f.path}:{f.line}:{f.column}: {f.rule} {clip(f.message, MAX_MESSAGE)}") + "\n")
-    for err in result.unusable:
-        out.write(one_line(f"{_where(err)} unusable-input {clip(err.message, MAX_MESSAGE)}") + "\n")
+    # One write: a file with 300,000 findings must not cost 300,000 calls into the stream.
+    lines = [one_line(f"{f.path}:{f.line}:{f.column}: {f.rule} {clip(f.message, MAX_MESSAGE)}") for f in result.findings]
+    lines += [one_line(f"{_where(err)} unusable-input {clip(err.message, MAX_MESSAGE)}") for err in result.unusable]
+    if lines:
+        out.write("\n".join(lines) + "\n")
 
 
 def as_json(result, out):

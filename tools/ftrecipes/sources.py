@@ -316,6 +316,9 @@ _PLAIN_COLLECTIONS = (None, "!", _TAG + "map", _TAG + "seq")
 # Scalar tags a config may carry: what yaml.safe_load resolves plain scalars to.
 _SCALAR_TAGS = {_TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp")}
 _NOKEY = object()
+# First characters of plain scalars an implicit resolver may turn into something other than a
+# string ('' is null); any other plain scalar is a string, whatever the resolver would try.
+_RESOLVED_FIRST = frozenset(_Loader.yaml_implicit_resolvers) | {""}
 
 
 class _Frame:
@@ -414,7 +417,11 @@ class _YamlComposer:
     def scalar(self, event):
         path = self.place(event)
         tag = event.tag
-        if tag is None:
+        if tag is None and event.value[:1] not in _RESOLVED_FIRST:
+            # No implicit resolver starts with this character: the resolver would say str.
+            # Skipping it matters for files of hundreds of thousands of keys.
+            tag = _TAG + "str"
+        elif tag is None:
             tag = self.loader.resolve(yaml.ScalarNode, event.value, event.implicit)
         elif tag == "!":
             # PyYAML's parser resolves a '!' scalar as if plain, libyaml's as quoted: follow yaml.safe_load.

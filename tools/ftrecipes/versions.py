@@ -349,6 +349,12 @@ class KeyHistory:
         for name, sec in data["sections"].items():
             keys = {k: _spans(e["in"]) for k, e in sec["keys"].items()}
             self.sections[name] = (_spans(sec["releases"]), keys)
+        # key -> {section: spans}: most keys of a big file are in no section at all, and asking
+        # every section for each of them made a 300,000-key file take seconds.
+        self.by_key = {}
+        for name, (_, keys) in self.sections.items():
+            for k, sp in keys.items():
+                self.by_key.setdefault(k, {})[name] = sp
 
     @property
     def newest(self):
@@ -372,7 +378,8 @@ class KeyHistory:
 
     def spans(self, key, sections):
         """[(first, last)] of the key over the given sections, or [] when none ever had it."""
-        return [span for s in sections for span in self.sections[s][1].get(key, [])]
+        have = self.by_key.get(key)
+        return [span for s in sections for span in have.get(s, ())] if have else []
 
     def judged(self, sections, release):
         """True when one of the sections was read from that release."""
@@ -448,9 +455,14 @@ def _walk(data, fmt, parent=()):
 def _in_use(h, fmt, framework_versions):
     """(version, sampled release standing for it): the pinned or given version, else the release
     the format's schema was generated from, else the newest release read."""
+    return _in_use_at(h, fmt, framework_versions.get(h.framework))
+
+
+@functools.lru_cache(maxsize=256)
+def _in_use_at(h, fmt, v):
+    # Asked once per key of a document: a 300,000-key file must not re-read the schema each time.
     from .formats import FORMATS
 
-    v = framework_versions.get(h.framework)
     if v is None:
         fmt_ = FORMATS.get(fmt)
         v = schema_version(schemas.load_schema(fmt_.schema), h.framework) if fmt_ and fmt_.schema else None
@@ -462,6 +474,8 @@ def _judge(name, key, owners, fmt, framework_versions):
     """None when the key is fine at the versions in use (or cannot be judged), else (severity, message)."""
     valid, invalid = [], []
     for h, sections in owners:
+        if key not in h.by_key:
+            continue
         spans = h.spans(key, sections)
         if not spans:
             continue
@@ -514,6 +528,8 @@ def valid_by_history(data, fmt, framework_versions):
     found = set()
     for path, owners in _walk(data, fmt):
         for h, sections in owners:
+            if path[-1] not in h.by_key:
+                continue
             _, at = _in_use(h, fmt, framework_versions or {})
             if at is not None and any(a <= at <= b for a, b in h.spans(path[-1], sections)):
                 found.add(path)

@@ -10,6 +10,7 @@ Adding a rule: a function in a module of this package, decorated with
 give each rule a config it flags and a near-identical one it passes.
 """
 
+import functools
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
@@ -74,7 +75,9 @@ def _doc(text):
     return textwrap.dedent(text or "").strip()
 
 
+@functools.lru_cache(maxsize=None)
 def _load_all():
+    # Once per process: lint runs the rules on every setup of a folder of thousands of files.
     for mod in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{mod.name}")
 

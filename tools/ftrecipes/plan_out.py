@@ -295,7 +295,7 @@ def write(ranked: list, fastest, a) -> int:
         with tempfile.TemporaryDirectory(prefix="ftrecipes-plan-") as tmp:
             files, findings = _stage(c, runner_up, a, w, passed, Path(tmp))
         if not findings:
-            atomic.write_all(out, files, force=True, exact=True, tree=True)
+            atomic.write_all(out, files, force=a.force, exact=True, tree=True)
             print(f"wrote {out} (recipe {a.name}: {describe(c.setup)})")
             return 0
         f = findings[0]

@@ -148,7 +148,7 @@ def test_nothing_written_when_no_candidate_lints_clean(tmp_path, capsys):
 
 
 @pytest.mark.framework
-@pytest.mark.parametrize("case", [GRID[0], GRID[1], GRID[3]], ids=lambda c: "-".join(map(str, c)))
+@pytest.mark.parametrize("case", [GRID[0], GRID[1], GRID[3], GRID[4]], ids=lambda c: "-".join(map(str, c)))
 def test_framework_parsers_accept_written_files(written, case, tmp_path):
     from truth_jobs import jobs_for, run_truth
 

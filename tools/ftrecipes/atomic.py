@@ -233,8 +233,11 @@ def _refuse_non_regular(path):
         raise UserError(f"is {_kind(st.st_mode)}; refusing to replace it with a file", path=path)
 
 
-def write_all(directory, files, force=False, exact=False):
+def write_all(directory, files, force=False, exact=False, tree=False):
     """Write {name: (text, executable)} into directory as one all-or-nothing swap.
+
+    With tree, a name may be a relative path of plain parts ("rendered/ds.json"): a whole
+    folder tree (a recipe) then appears at once or not at all.
 
     Without force, a name that already exists in directory is refused before anything is
     written. With force, those files are replaced; other entries of an existing directory are
@@ -246,7 +249,8 @@ def write_all(directory, files, force=False, exact=False):
         raise UserError("cannot replace the root folder; name a folder inside it", path=directory)
     for name in files:
         # Names come from recipe.yaml, which arrives in pull requests: one plain name each.
-        if name in ("", ".", "..") or "/" in name or "\0" in name:
+        parts = name.split("/") if tree else [name]
+        if any(p in ("", ".", "..") or "/" in p or "\0" in p for p in parts):
             raise UserError(f"file name {name!r} is not a plain file name", path=directory)
     created = _make_parents(directory.parent)
     staged = directory.parent / f".{directory.name}.ftrecipes-{os.getpid()}-new"
@@ -257,6 +261,7 @@ def write_all(directory, files, force=False, exact=False):
             os.mkdir(staged)
         for name, (text, executable) in files.items():
             with _write_errors(directory / name):
+                os.makedirs((staged / name).parent, exist_ok=True)
                 _write_file(staged / name, text, executable)
         _fsync_dir(staged)
         with _write_errors(directory), _locked(parent) as parent_fd:

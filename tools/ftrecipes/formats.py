@@ -300,7 +300,10 @@ FORMATS = {
         Format("llamafactory", "yaml", "llamafactory.schema.json", "LLaMA-Factory training YAML",
                Parsing(Effect(RAISES, "LLaMA-Factory stops with an error")),
                histories=("transformers:Seq2SeqTrainingArguments", "llamafactory:*"),
-               detection=Detection(_LLAMAFACTORY_MARKERS, together=("stage", "finetuning_type")),
+               # finetuning_type is LLaMA-Factory's (FinetuningArguments) and no other format's: a
+               # full-parameter SFT file, whose other keys are HF Trainer's, would tie with TRL
+               detection=Detection(_LLAMAFACTORY_MARKERS, together=("stage", "finetuning_type"),
+                                   decisive=frozenset({"finetuning_type"})),
                references=_DS_REFERENCE, overridable=True),
         Format("openrlhf", "shell", "openrlhf.schema.json", "launch script running an OpenRLHF trainer",
                Parsing(Effect(RAISES, "argparse stops with 'unrecognized arguments'")), histories=("openrlhf:*",),

@@ -138,11 +138,14 @@ def _speed_key(s: Setup) -> tuple:
 
 
 def search(base: Setup, method: str, framework: str, global_batch: int, lora_rank: int = 16,
-           adapter: str = "none") -> list[Candidate]:
-    """Candidates that do not run out of memory, fastest first (`fits` before `tight`)."""
+           adapter: str = "none", only=None) -> list[Candidate]:
+    """Candidates that do not run out of memory, fastest first (`fits` before `tight`).
+    only: a predicate on Setup; others are not considered (plan -o: what recipe files express)."""
     best: dict = {}
     oom: set = set()
     for s in candidates(base, method, framework, global_batch, lora_rank, adapter):
+        if only is not None and not only(s):
+            continue
         key = _speed_key(s)
         # micro batches come smallest first and memory grows with them: once one runs out of
         # memory, the larger ones of the same setting are not estimated (the search's main pruning)
@@ -270,12 +273,25 @@ def _base(a) -> Setup:
 
 
 def main(a) -> int:
+    if a.output:
+        from . import plan_out
+
+        problem = plan_out.unsupported(a)
+        if problem:
+            raise UserError(problem)
+    elif a.name or a.force:
+        raise UserError("--name and --force go with -o DIR")
     base = _base(a)
     ranked = search(base, a.method, a.framework, a.global_batch, a.lora_rank, a.adapter)
     if not ranked:
         print(f"plan: nothing fits {a.model} ({a.method}) on {a.gpus} x {a.nodes} node(s) at seq_len {a.seq_len}; "
               "try `ftrecipes estimate` for the closest setup and its remedies", file=sys.stderr)
         return 3
+    if a.output:
+        from . import plan_out
+
+        shown = search(base, a.method, a.framework, a.global_batch, a.lora_rank, a.adapter, only=plan_out.expressible)
+        return plan_out.write(shown, ranked[0], a)
     print(json.dumps(to_json(ranked, a.top), indent=1) if a.json else render_text(ranked, a.top))
     return 0
 
@@ -297,4 +313,8 @@ def register(sub) -> None:
     p.add_argument("--lora-rank", type=int, default=16)
     p.add_argument("--json", action="store_true")
     p.add_argument("--top", type=int, default=5)
+    p.add_argument("-o", "--output", metavar="DIR",
+                   help="write the fastest candidate the recipe files can express as a recipe folder DIR")
+    p.add_argument("--name", help="recipe name; with it the folder is DIR/NAME (default: DIR's own name)")
+    p.add_argument("--force", action="store_true", help="replace DIR if it exists")
     p.set_defaults(func=main)

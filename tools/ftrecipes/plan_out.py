@@ -1,0 +1,305 @@
+"""`ftrecipes plan ... -o DIR`: the plan's winner written as a complete recipe folder.
+
+Generic over trainers: WRITERS says, per trainer, which recipes/_lib building blocks make its
+files and which extra values they read. A written recipe's templates/ only include those
+blocks, so it renders like any hand-written recipe (render, lint, regen, estimate all work on
+it). Its values come from the winning memory.Setup; only what the recipe's values can say is
+written, so the plan considers only candidates whose every setting reaches the files
+(`expressible`), and says when a faster one was passed over.
+"""
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from . import atomic, paths, recipe as recipe_mod, recipe_memory, render, sources
+from .errors import UserError
+
+VOCAB = "https://ftrecipes.dev/schemas/values.schema.json#/$defs/"
+
+
+@dataclass(frozen=True)
+class Writer:
+    """One trainer's recipe shape. Files: (name, _lib template, format, primary, executable);
+    `{method}` in a name stands for sft / dpo."""
+    stack: str
+    launcher: str
+    script: str
+    files: tuple
+    values: dict  # defaults of the values this trainer's blocks read beyond the common ones
+    datasets: dict  # a public dataset per method, the trainer's own example data
+
+
+WRITERS = {
+    "trl": Writer(
+        stack="trl", launcher="accelerate", script="trl.scripts.{method}",
+        files=(("ds.json", "_lib/ds.json.j2", "deepspeed", True, False),
+               ("accelerate.yaml", "_lib/trl/accelerate.yaml.j2", "accelerate", False, False),
+               ("{method}.yaml", "_lib/trl/trainer.yaml.j2", "trl", False, False),
+               ("launch.sh", "_lib/trl/launch.sh.j2", "shell", False, True)),
+        values={"lora_target": "all-linear"},
+        # the datasets TRL's own sft/dpo examples train on
+        datasets={"sft": "trl-lib/Capybara", "dpo": "trl-lib/ultrafeedback_binarized"},
+    ),
+    "llamafactory": Writer(
+        stack="llamafactory", launcher="llamafactory-cli", script="llamafactory-cli train",
+        files=(("ds.json", "_lib/ds.json.j2", "deepspeed", True, False),
+               ("{method}.yaml", "_lib/llamafactory/train.yaml.j2", "llamafactory", False, False),
+               ("launch.sh", "_lib/llamafactory/launch.sh.j2", "shell", False, True)),
+        values={"lora_target": "all", "dataset_dir": "data", "template": "default"},
+        # the demo datasets LLaMA-Factory ships in its data/ folder (dataset_info.json)
+        datasets={"sft": "alpaca_en_demo", "dpo": "dpo_en_demo"},
+    ),
+}
+METHODS = ("sft", "lora", "dpo")
+
+
+def unsupported(a) -> str | None:
+    """Why `plan -o` cannot write this request, or None."""
+    if a.framework not in WRITERS:
+        return f"plan -o: --framework {a.framework} is not written as a recipe yet (supported: {', '.join(WRITERS)})"
+    if a.method not in METHODS:
+        return f"plan -o: --method {a.method} is not written as a recipe yet (supported: {', '.join(METHODS)})"
+    if a.adapter == "qlora":
+        return "plan -o: --adapter qlora is not written as a recipe yet (the values have no quantization setting)"
+    if a.nodes != 1:
+        return f"plan -o: --nodes {a.nodes}: only one-node recipes are written so far"
+    return None
+
+
+def expressible(s) -> bool:
+    """The Setup's every setting reaches the rendered files and the recipe's memory estimate."""
+    return (s.framework == "deepspeed" and s.optimizer == "adamw" and s.loss_kernel == "none"
+            and s.quantization == "none" and s.vllm_mode == "none")
+
+
+def _values(s, a, w: Writer) -> dict:
+    v = {
+        "model": a.model, "dataset": w.datasets[s.method], "output_dir": f"outputs/{a.name}",
+        "nodes": s.nodes, "gpus_per_node": s.gpus_per_node, "micro_batch_size": s.micro_batch,
+        "grad_accum": s.grad_accum, "seq_len": s.seq_len, "zero_stage": s.zero_stage, "precision": s.precision,
+        "offload_optimizer": s.offload_optimizer, "offload_param": s.offload_param, "pin_memory": s.pin_memory,
+        "gradient_checkpointing": s.gradient_checkpointing, "attn_implementation": s.attn_implementation,
+        # TRL's SFTConfig and LLaMA-Factory's example defaults for full fine-tuning; 1e-4 for adapters
+        "learning_rate": 1.0e-4 if s.lora_rank else 1.0e-5, "lr_scheduler": "cosine", "warmup_ratio": 0.03,
+        "weight_decay": 0.0, "gradient_clipping": 1.0, "epochs": 1, "logging_steps": 10, "save_steps": 500,
+        "master_port": 29500,
+    }
+    if s.precision == "fp16":
+        v["loss_scale_power"] = 16
+    if s.lora_rank:
+        v.update(lora_rank=s.lora_rank, lora_alpha=2 * s.lora_rank, lora_dropout=0.05,
+                 lora_target=w.values["lora_target"])
+    if s.method == "dpo":
+        v["beta"] = 0.1
+    v.update({k: x for k, x in w.values.items() if k != "lora_target"})
+    return v
+
+
+def _values_schema(name: str, values: dict) -> dict:
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://ftrecipes.dev/recipes/{name}/values.schema.json",
+        "title": f"{name} values", "type": "object", "additionalProperties": False,
+        "required": list(values),
+        "properties": {k: {"$ref": VOCAB + k} for k in values},
+    }
+
+
+def _pins(stack: str) -> dict:
+    """tested_with: the exact pins of the stack's test venv (tests/envs/<stack>/requirements.txt)."""
+    path = paths.repo_root() / "tests" / "envs" / stack / "requirements.txt"
+    want = {"trl": ("trl", "transformers", "accelerate", "deepspeed", "peft", "torch"),
+            "llamafactory": ("llamafactory", "transformers", "deepspeed", "peft", "torch")}[stack]
+    pins = {}
+    for line in sources.read_text(path).splitlines():
+        m = re.fullmatch(r"([A-Za-z0-9_.-]+)==(\S+)", line.strip())
+        if m and m.group(1).lower() in want:
+            pins[m.group(1).lower()] = m.group(2)
+    return {k: pins[k] for k in want if k in pins}
+
+
+def _story(c, runner_up, a, passed: list, m) -> dict:
+    from .plan import describe, why
+
+    gib = 1024 ** 3
+    cause = (f"`ftrecipes plan` searched ZeRO stage, offload, checkpointing, attention and micro batch for "
+             f"{a.framework}; this setup is predicted at {c.speed.tokens_per_s:,.0f} tokens/s "
+             f"({c.speed.seconds:.2f} s per step, MFU {c.speed.mfu:.0%}) and needs "
+             f"{m.gpu_card_bytes / gib:.1f} of {m.gpu_bytes / gib:.1f} GiB per GPU ({m.verdict}).")
+    if runner_up is not None:
+        cause += f" Against the next candidate: {why(c, runner_up)}."
+    if passed:
+        cause += " Passed over although faster: " + "; ".join(passed) + "."
+    lora = f" with LoRA rank {c.setup.lora_rank}" if c.setup.lora_rank else ""
+    return {
+        "symptom": (f"{c.setup.method.upper()}{lora} of {a.model} on {a.gpus} at seq_len {a.seq_len} with "
+                    f"{a.global_batch} sequences per optimizer step: which sharding, offload, checkpointing "
+                    "and micro batch is fastest without running out of memory?"),
+        "cause": cause,
+        "fix": describe(c.setup) + ".",
+        "sources": [f"ftrecipes plan --model {a.model} --method {a.method} --gpus {a.gpus} --seq-len {a.seq_len} "
+                    f"--global-batch {a.global_batch} --framework {a.framework}"
+                    + (f" --adapter {a.adapter}" if a.adapter != "none" else "")
+                    + (f" --host-ram {a.host_ram:g}" if a.host_ram else ""),
+                    "tools/ftrecipes/memory (memory model) and tools/ftrecipes/memory/steptime.py (step time)"],
+    }
+
+
+def _meta(c, a, w: Writer, values: dict, story: dict, names: dict) -> dict:
+    from .memory import catalog
+    from .plan import describe
+
+    s = c.setup
+    method = s.method
+    files = []
+    for name, lib, fmt, primary, executable in w.files:
+        entry = {"name": names[name], "template": names[name] + ".j2", "format": fmt}
+        if primary:
+            entry["primary"] = True
+        if executable:
+            entry["executable"] = True
+        entry["description"] = f"built from recipes/{lib}"
+        files.append(entry)
+    hardware = {"gpu": s.gpu, "gpus_per_node": s.gpus_per_node, "nodes": s.nodes}
+    if a.host_ram:
+        hardware["host_ram_gib"] = a.host_ram
+    return {
+        "name": a.name, "version": "1.0.0",
+        "summary": f"{a.framework} {method}{' + LoRA' if s.lora_rank else ''} of {a.model} on "
+                   f"{s.gpus_per_node}x{s.gpu}: {describe(s)} (written by ftrecipes plan)",
+        "model": {"name": catalog.model(a.model).name, "hf_id": a.model},
+        "method": method, "finetuning": "lora" if s.lora_rank else "full",
+        "framework": {"name": a.framework, "launcher": w.launcher, "stack": w.stack,
+                      "script": w.script.format(method=method)},
+        "hardware": hardware, "tested_with": _pins(w.stack), "story": story,
+        "files": files, "values": values,
+    }
+
+
+def _readme(r, c, result) -> str:
+    sp = c.speed
+    parts = ", ".join(f"{k} {v:.2f} s" for k, v in sp.parts.items() if v)
+    files = "\n".join(f"- `{f.name}` ({f.format}): {f.description}" for f in r.files)
+    m = r.meta
+    return f"""# {r.name}
+
+{m['summary']}.
+
+Written by `ftrecipes plan -o`: {m['story']['symptom']}
+
+## Why this setup
+
+{m['story']['cause']}
+
+## Predicted throughput
+
+From the step-time model (tools/ftrecipes/memory/steptime.py) for the default values:
+**{sp.tokens_per_s:,.0f} tokens/s**, {sp.seconds:.2f} s per optimizer step, MFU {sp.mfu:.0%}.
+Where the step's time goes: {parts}.
+
+## Memory
+
+<!-- ftrecipes:memory:begin -->
+{recipe_memory.markdown_table(r, result)}<!-- ftrecipes:memory:end -->
+
+## Files
+
+{files}
+
+Run `./rendered/launch.sh` (or render with your own values: `ftrecipes render {r.name} --set model=... -o OUT`).
+The dataset and learning rate are the trainer's example defaults, not tuned for this model.
+"""
+
+
+def _skeleton(meta: dict, values: dict, w: Writer, names: dict) -> dict:
+    method = meta["method"]
+    out = {"recipe.yaml": (_yaml(meta), False),
+           "values.schema.json": (json.dumps(_values_schema(meta["name"], values), indent=2) + "\n", False)}
+    for name, lib, *_ in w.files:
+        out[f"templates/{names[name]}.j2"] = (
+            f'{{#- Written by ftrecipes plan -o: the shared building block, for {method}. -#}}\n'
+            f'{{%- set method = "{method}" -%}}\n{{% include "{lib}" %}}', False)
+    out["CHANGELOG.md"] = (f"# Changelog — {meta['name']}\n\n## 1.0.0\n- Written by `ftrecipes plan -o`: "
+                           f"{meta['summary']}.\n", False)
+    return out
+
+
+def _yaml(data) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+
+
+MAX_TRIES = 40  # candidates rendered and linted before giving up (each takes well under a second)
+
+
+def _stage(c, runner_up, a, w: Writer, passed: list, tmp: Path):
+    """Render candidate c as recipe `a.name` under tmp: ({path: (text, executable)}, lint findings)."""
+    from . import lint
+
+    values = _values(c.setup, a, w)
+    names = {n: n.format(method=c.setup.method) for n, *_ in w.files}
+    meta = _meta(c, a, w, values, _story(c, runner_up, a, passed, c.memory), names)
+    files = _skeleton(meta, values, w, names)
+    stage = tmp / a.name
+    for name, (text, _) in files.items():
+        (stage / name).parent.mkdir(parents=True, exist_ok=True)
+        (stage / name).write_text(text, encoding="utf-8")
+    r = recipe_mod.load_dir(stage)
+    for f, text in render.render(r):
+        files[f"rendered/{f.name}"] = (text, f.executable)
+        (stage / "rendered").mkdir(exist_ok=True)
+        (stage / "rendered" / f.name).write_text(text, encoding="utf-8")
+    findings = [replace(f, message=f.message.replace(f"{stage}/", ""))
+                for f in lint.run([stage / "rendered"]).findings]
+    if findings:
+        return files, findings
+    # The README's numbers and the story's are the recipe's own estimate (what `estimate` prints).
+    result = recipe_memory.estimate(r)
+    meta["story"] = _story(c, runner_up, a, passed, result)
+    files["recipe.yaml"] = (_yaml(meta), False)
+    (stage / "recipe.yaml").write_text(files["recipe.yaml"][0], encoding="utf-8")
+    r = recipe_mod.Recipe(r.name, r.dir, meta, r.doc, r.files)
+    files["README.md"] = (_readme(r, c, result), False)
+    files["memory.svg"] = (recipe_memory.svg(r, result), False)
+    return files, []
+
+
+def write(ranked: list, fastest, a) -> int:
+    """Write the first of `ranked` (the search limited to `expressible` setups) whose files lint
+    clean to a.output as a recipe folder; `fastest` is the unrestricted winner, named in the
+    story when it is faster."""
+    from .plan import describe
+
+    # -o DIR writes the folder DIR; with --name, the folder DIR/NAME (e.g. -o recipes --name x)
+    out = Path(a.output) / a.name if a.name else Path(a.output)
+    a.name = out.name
+    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", a.name):
+        raise UserError(f"--name {a.name!r}: a recipe name is lower-case letters, digits, '.', '_' and '-'")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not a.force:
+        raise UserError("exists and is not empty; use --force to replace it", path=out)
+    w = WRITERS[a.framework]
+    if not ranked:
+        raise UserError(f"plan -o: nothing that {a.framework} recipe files can express fits "
+                        f"(the fastest setup that fits: {describe(fastest.setup)})")
+    passed = []
+    if fastest.speed.tokens_per_s > ranked[0].speed.tokens_per_s * 1.005:
+        passed.append(f"{describe(fastest.setup)} ({fastest.speed.tokens_per_s:,.0f} tokens/s), uses settings "
+                      "these recipe files do not render yet (DDP/FSDP, fused loss kernels, 8-bit optimizers)")
+    for i, c in enumerate(ranked[:MAX_TRIES]):
+        runner_up = ranked[i + 1] if i + 1 < len(ranked) else None
+        with tempfile.TemporaryDirectory(prefix="ftrecipes-plan-") as tmp:
+            files, findings = _stage(c, runner_up, a, w, passed, Path(tmp))
+        if not findings:
+            atomic.write_all(out, files, force=a.force, exact=True, tree=True)
+            print(f"wrote {out} (recipe {a.name}: {describe(c.setup)})")
+            return 0
+        f = findings[0]
+        passed.append(f"{describe(c.setup)} ({c.speed.tokens_per_s:,.0f} tokens/s), whose files `ftrecipes lint` "
+                      f"flags ({f.rule}: {f.message})")
+    raise UserError(f"plan -o: the {min(len(ranked), MAX_TRIES)} fastest candidates all fail lint; "
+                    f"the first: {passed[-1]}")

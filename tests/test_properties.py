@@ -334,3 +334,13 @@ def test_yaml_and_json_writers_round_trip(value):
 
     assert same(yaml.safe_load("k: " + formats.get("trl").emit(value))["k"], value) or _has_nan(value)
     assert same(json.loads(formats.get("deepspeed").emit(value)), value)
+
+
+def test_yaml_flow_floats_stay_floats():
+    """Found by the round-trip property: a mapping written in JSON flow style carried 1e-05,
+    which PyYAML reads as the string '1e-05' (its float pattern wants a dot)."""
+    from ftrecipes import formats
+
+    for value in ({"\x85": 1e-05}, [1e20, -2.5e-07], {"lr": 3e-6}):
+        text = formats.yaml_quoted(value)
+        assert yaml.safe_load("k: " + text)["k"] == value, text

@@ -6,6 +6,7 @@ format's ``emit`` function, so a value is always data in the output (a string wi
 """
 
 import json
+import math
 import re
 import shlex
 from dataclasses import dataclass
@@ -33,11 +34,30 @@ def _emit_json(value):
 _YAML_BREAKS = "\r\n\x85\u2028\u2029"
 
 
+def _flow_json(value):
+    """JSON text of value whose floats a YAML 1.1 reader also takes as floats.
+
+    json.dumps writes 1e-05, which PyYAML (what the frameworks load YAML with) reads as the
+    string '1e-05': its float pattern wants a dot. A learning rate in a nested mapping would
+    silently become a string.
+    """
+    if isinstance(value, float) and math.isfinite(value):
+        text = repr(value)
+        mantissa, e, exp = text.partition("e")
+        return f"{mantissa}.0e{exp}" if e and "." not in mantissa else text
+    if isinstance(value, dict):
+        keys = (k if isinstance(k, str) else json.dumps(k) for k in value)
+        return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {_flow_json(v)}" for k, v in zip(keys, value.values())) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_flow_json(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
 def yaml_quoted(value):
     """A one-line YAML flow value from JSON text (JSON is YAML), with the characters YAML reads as
     line breaks or refuses raw (NEL, LS, PS, C1 controls, BOM, surrogates) written as escapes."""
     out = []
-    for ch in json.dumps(value, ensure_ascii=False):
+    for ch in _flow_json(value):
         o = ord(ch)
         if ch in "\x85\u2028\u2029\ufeff" or 0x7F <= o <= 0x9F or 0xD800 <= o <= 0xDFFF or o in (0xFFFE, 0xFFFF):
             out.append(f"\\u{o:04x}")

@@ -474,17 +474,15 @@ def test_a_recipes_rendered_files_estimate_like_the_recipe(name):
     """Real material: `estimate --config` over a recipe's rendered files (launch script, trainer
     YAML, accelerate YAML, DeepSpeed JSON) reads the settings recipe mode derives from its values.
     The model, GPU and process count come from flags, as a user would give them (a launch script
-    does not name the card). GRPO differs by design: the recipe's seq_len is a prompt budget plus
-    max_completion_length, while its grpo.yaml caps the total at vllm_max_model_length."""
+    does not name the card). For GRPO the sequence is bounded by `vllm serve --max-model-len` in
+    launch.sh (TRL 1.x does not cut prompts), which the recipe renders as seq_len + completion."""
     recipe = json.loads(_cli(name, "--json").stdout)["setup"]
     argv = [a for f in sorted((ROOT / "recipes" / name / "rendered").iterdir()) for a in ("--config", str(f))]
     files = json.loads(_cli(*argv, "--model", recipe["model"], "--gpu", recipe["gpu"], "--gpus", str(recipe["gpus"]),
                             "--json").stdout)["setup"]
     keys = ["zero_stage", "offload_optimizer", "offload_param", "precision", "micro_batch", "gradient_checkpointing",
-            "lora_rank", "method", "image_slices"] + (["seq_len"] if recipe["method"] != "grpo" else [])
+            "lora_rank", "method", "image_slices", "seq_len"]
     assert {k: files[k] for k in keys} == {k: recipe[k] for k in keys}
-    if recipe["method"] == "grpo":
-        assert files["seq_len"] == 2048  # vllm_max_model_length in rendered/grpo.yaml
 
 
 def test_fsdp1_lora_keeps_gradients_for_frozen_weights_fsdp2_does_not():

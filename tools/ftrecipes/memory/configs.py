@@ -165,8 +165,18 @@ def from_trl(f: _File) -> dict:
         cap = f.int("vllm_max_model_length") if f.get("use_vllm") is True else None
         if cap and (cap < seq or f.get("max_prompt_length") is None):
             seq = cap
+        elif f.get("max_prompt_length") is None and f.get("use_vllm") is True:
+            # Prompts are not cut (TRL 1.x has no max_prompt_length): a `vllm serve
+            # --max-model-len` among the files bounds prompt + completion (read() applies it).
+            out_bound = {"_unbounded_prompt": True}
+            seq = f.int("max_completion_length", default=512) + 512
+            return {**_trl_fields(f, method, seq), **out_bound}
     else:
         seq = f.int("max_length", default=1024)
+    return _trl_fields(f, method, seq)
+
+
+def _trl_fields(f: _File, method: str, seq: int) -> dict:
     out = {"trainer": "trl", "method": method, "framework": "deepspeed" if f.get("deepspeed") else "ddp",
            "seq_len": seq, "micro_batch": f.int("per_device_train_batch_size", default=8),
            "gradient_checkpointing": bool(f.get("gradient_checkpointing", default=True)),
@@ -275,6 +285,14 @@ def from_launch(cfg) -> dict:
         if any(w.endswith(".py") for w in cmd.words) or cmd.words[:1] and cmd.words[0].startswith("--"):
             flags.update(flags_after(cmd, 0)[0])
     out: dict = {}
+    for cmd in cfg.commands:
+        if cmd.words[:2] == ["vllm", "serve"]:
+            # The GRPO generation server: its --max-model-len bounds prompt + completion.
+            served = flags_after(cmd, 2)[0]
+            hit = served.get("max-model-len") or served.get("max_model_len")
+            if hit:
+                f = _File(cfg, {"max_model_len": hit[0]}, {"max_model_len": hit[1]})
+                out["vllm_max_model_len"] = f.int("max_model_len")
     if flags:
         f = _File(cfg, {k: v for k, (v, _line) in flags.items()}, {k: line for k, (_v, line) in flags.items()})
         procs, nodes = f.int("nproc_per_node", "num_gpus", "num_processes"), f.int("nnodes", "num_machines")
@@ -325,6 +343,9 @@ def read(paths) -> tuple[dict, dict]:
         queue += [(ref, True) for ref in lint.references(cfg)] + _deepspeed_from_cwd(cfg, lint.references(cfg))
     if ds and out.get("framework") not in (None, "deepspeed"):
         out["framework"] = "deepspeed"
+    bound = out.pop("vllm_max_model_len", None)
+    if out.pop("_unbounded_prompt", False) and bound:
+        out["seq_len"] = bound
     return ds, out
 
 

@@ -503,3 +503,20 @@ def test_list_show_regen_with_a_broken_recipe_folder(tmp_path, breakage, words):
             assert words in line and re.search(r"recipe\.yaml:[12]:\d+: ", line), line
         elif verb[0] == "show":
             assert "no recipe named" in one_line(proc)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["lint", "--framework-version", "nosuch=1.0", "recipes"], "unknown framework"),
+    (["lint", "--host-ram", "-1", "recipes"], "--host-ram"),
+    (["lint", "--host-ram", "nan", "recipes"], "--host-ram"),
+    (["lint", "--gpus", "0", "recipes"], "--gpus"),
+    (["lint", "--gpu", "H9000", "recipes"], "unknown GPU"),
+    (["render", "qwen7b-dpo-v100x8", "-o", ""], "empty folder name"),
+    (["estimate", "x" * 5000], "no recipe named"),
+    (["show", "x" * 5000], "no recipe named"),
+])
+def test_flags_and_names_out_of_range_are_bad_input(args, words):
+    """Found by bench/hostile.py: these exited 0 or 1 (or, for a name longer than the file system
+    allows, gave a traceback) instead of one line and exit 2."""
+    line = one_line(run_subprocess(["-m", "ftrecipes", *args]))
+    assert words in line, line

@@ -170,13 +170,23 @@ def ds_cases(n):
         tag = _digest(data)
         cases.append(Case(
             id=f"gen-ds-estimate/{tag}", verb="estimate", args=("--config", "{d}/ds.json", "--model", "Qwen2.5-7B"),
-            files={"ds.json": data}, expect=(2,) if bad else (0, 2, 3), names=("ds.json", key_or_line(data, bad[0].split(".")[-1], "ds.json")) if bad else ("ds.json",),
+            files={"ds.json": data}, expect=(2,) if bad else (0, 2, 3), names=("ds.json", any_bad(data, [b.split(".")[-1] for b in bad], "ds.json")) if bad else ("ds.json",),
             why="generated DeepSpeed JSON; NaN/inf or a nonsense batch size must be refused naming it"))
         cases.append(Case(
             id=f"gen-ds-lint/{tag}", verb="lint", args=("--kind", "deepspeed", "{d}/ds.json"), files={"ds.json": data},
             expect=(1, 2) if bad else (0, 1, 2), names=("ds.json",), stdout_ok=True,
             why="generated DeepSpeed JSON; nonsense must be reported (1) or refused (2), never passed"))
     return cases
+
+
+def any_bad(data, keys, fname):
+    """With several nonsense values the tool may stop at any one of them (the first in the file,
+    not the first mutated): the message names one of their keys or lines."""
+    out = []
+    for key in keys:
+        found = key_or_line(data, key, fname)
+        out += list(found) if isinstance(found, tuple) else [found]
+    return tuple(out)
 
 
 def hf_cases(n):
@@ -188,7 +198,7 @@ def hf_cases(n):
         bad = [k for k, v in muts.items() if has_non_finite(v) or (k in HF_SIZE_KEYS and nonsense_size(v, integral_floats=True))]
         cases.append(Case(
             id=f"gen-hf/{_digest(data)}", verb="estimate", args=("--model", "{d}/config.json"), files={"config.json": data},
-            expect=(2,) if bad else (0, 2, 3), names=("config.json", key_or_line(data, bad[0], "config.json")) if bad else ("config.json",),
+            expect=(2,) if bad else (0, 2, 3), names=("config.json", any_bad(data, bad, "config.json")) if bad else ("config.json",),
             why="generated HF config.json; a nonsense size must be refused naming it"))
     return cases
 

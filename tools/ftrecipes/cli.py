@@ -89,7 +89,9 @@ def _cmd_render(args):
     for path in args.values:
         overrides.update(values.load_file(r, path))
     overrides.update(values.parse_sets(r, args.sets))
-    if args.output_dir:
+    if args.output_dir is not None:
+        if not args.output_dir:
+            raise UserError("-o: an empty folder name")
         if args.file:
             raise UserError("use either --file or -o, not both")
         files = render.render(r, overrides)
@@ -141,7 +143,17 @@ def _cmd_lint(args):
             versions_mod.parse(version)
         except ValueError as exc:
             raise UserError(f"--framework-version {item}: {exc}") from None
+        known = versions_mod.known_frameworks()
+        if name.strip().lower() not in known:
+            raise UserError(f"--framework-version {item}: unknown framework '{name.strip()}' (known: {', '.join(known)})")
         versions[name.strip().lower()] = version.strip()
+    if args.gpu is not None:
+        from .memory import catalog
+
+        try:
+            catalog.gpu(args.gpu)
+        except KeyError as exc:
+            raise UserError(f"--gpu: {exc.args[0]}") from None
     from . import extras
 
     options = rules.Options(gpu=args.gpu, gpus=args.gpus, host_ram_gib=args.host_ram, framework_versions=versions,
@@ -167,6 +179,8 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser():
+    from .memory import cli as memory_cli  # its argparse types check numbers the same way for every verb
+
     parser = OneLineParser(prog="ftrecipes", description="Fine-tuning recipes that fit: render, lint, estimate.")
     parser.add_argument("--version", action="version", version=f"ftrecipes {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -189,8 +203,8 @@ def build_parser():
     p.add_argument("--kind", choices=list(detect.KINDS), help="skip detection")
     p.add_argument("--format", choices=["text", "json", "github", "sarif"], default="text")
     p.add_argument("--gpu", help="GPU type (e.g. V100-32GB, A100-80GB): enables hardware and memory rules")
-    p.add_argument("--gpus", type=int, help="GPUs in the job, when the files don't say")
-    p.add_argument("--host-ram", type=float, metavar="GIB", help="host RAM per node in GiB, for pinned-offload checks")
+    p.add_argument("--gpus", type=memory_cli.count(1), help="GPUs in the job, when the files don't say")
+    p.add_argument("--host-ram", type=memory_cli.amount(0, 1e9), metavar="GIB", help="host RAM per node in GiB, for pinned-offload checks")
     p.add_argument("--framework-version", action="append", default=[], metavar="NAME=VER", help="check keys against this framework version")
     p.add_argument("--ignore", action="append", default=[], metavar="GLOB", help="skip files/folders matching (repeatable)")
     p.add_argument("--config-extras", action="append", default=[], metavar="FILE",

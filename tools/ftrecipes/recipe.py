@@ -113,14 +113,22 @@ def names():
     return sorted(p.name for p in root.iterdir() if (p / "recipe.yaml").is_file())
 
 
+def _is_file(path):
+    # A name longer than the file system allows (or otherwise unusable) is simply not a recipe.
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def load(name):
     """Load and validate a recipe by name (or a path to a recipe directory)."""
     candidate = Path(name)
-    if ("/" in name or name.startswith(".")) and (candidate / "recipe.yaml").is_file():
+    if ("/" in name or name.startswith(".")) and _is_file(candidate / "recipe.yaml"):
         directory = candidate
     else:
         directory = paths.recipes_dir() / name
-        if not (directory / "recipe.yaml").is_file():
+        if not _is_file(directory / "recipe.yaml"):
             raise UserError(f"no recipe named '{name}'{schemas.suggest(name, names())} (see `ftrecipes list`)")
     return load_dir(directory)
 

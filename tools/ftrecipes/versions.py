@@ -243,6 +243,12 @@ def table():
     return out
 
 
+def known_frameworks():
+    """Frameworks whose versions mean something to lint: the rename table's and the key histories'."""
+    generated = {p.stem for p in (paths.schemas_dir() / "key_history").glob("*.json")}
+    return sorted(set(table()) | generated)
+
+
 def history(framework):
     return table().get(framework)
 

@@ -264,3 +264,17 @@ def test_fp16_static_loss_scale_on_llamafactorys_own_zero3_lora_example(tmp_path
     (tmp_path / "fp16").mkdir()
     [hit] = rule_hits(tmp_path / "fp16", files, "fp16-static-loss-scale")
     assert hit.path.endswith("ds_z3_config.json") and "static loss scale of 1.0" in hit.message
+
+
+def test_fsdp_rules_stay_silent_where_the_facts_are_unknown(tmp_path):
+    """An uncatalogued model gives no wrap class to compare with; LLaMA-Factory sets
+    bnb_4bit_quant_storage to the compute dtype itself (model/model_utils/quantization.py,
+    "crucial for fsdp+qlora"), so its QLoRA under FSDP1 has one dtype."""
+    for sub in "ab":
+        (tmp_path / sub).mkdir()
+    wrong_class = {"acc.yaml": fsdp(WRAP + "LlamaDecoderLayer\n"), "sft.yaml": TRL_SFT.replace("model_name_or_path: m", "model_name_or_path: org/unknown-7b")}
+    assert rule_hits(tmp_path / "a", wrong_class, "fsdp-wrap-class") == []
+    lf_qlora = {"acc.yaml": fsdp("fsdp_version: 1\n"),
+                "sft.yaml": "model_name_or_path: m\nstage: sft\ndo_train: true\nfinetuning_type: lora\nquantization_bit: 4\ntemplate: qwen\n"
+                            "dataset_dir: data\noutput_dir: o\nper_device_train_batch_size: 2\nbf16: true\n"}
+    assert rule_hits(tmp_path / "b", lf_qlora, "fsdp-qlora-dtype") == []

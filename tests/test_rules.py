@@ -20,6 +20,16 @@ LF_LORA = ("model_name_or_path: m\nstage: dpo\ndo_train: true\nfinetuning_type: 
 ACC = "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\nnum_processes: 4\nnum_machines: 1\n"
 
 
+TRL_SFT = "model_name_or_path: m\noutput_dir: o\nper_device_train_batch_size: 2\ngradient_accumulation_steps: 2\n"
+WRAP = "fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n  fsdp_transformer_layer_cls_to_wrap: "
+
+
+def fsdp(keys):
+    """An accelerate FSDP config; keys: extra fsdp_config lines, each indented by two spaces."""
+    return ("compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nmixed_precision: bf16\nnum_machines: 1\n"
+            "num_processes: 4\nfsdp_config:\n  fsdp_offload_params: false\n  " + keys)
+
+
 def setup_dir(tmp_path, files):
     for name, content in files.items():
         if not isinstance(content, str):
@@ -103,6 +113,30 @@ CASES = [
     ("zero3-loading",
      {"ds.json": ds(**{"zero_optimization.stage": 3}), "run.sh": "#!/bin/bash\ntorchrun --nproc_per_node 4 finetune.py --deepspeed ds.json --low_cpu_mem_usage True\n"},
      {"ds.json": ds(**{"zero_optimization.stage": 2}), "run.sh": "#!/bin/bash\ntorchrun --nproc_per_node 4 finetune.py --deepspeed ds.json --low_cpu_mem_usage True\n"}, {}),
+    # FSDP rules: facts from accelerate 1.15 (utils/dataclasses.py, utils/launch.py) as read in the trl stack.
+    ("fsdp-version-key", {"acc.yaml": fsdp("fsdp_version: 2\n  fsdp_use_orig_params: true\n")},
+     {"acc.yaml": fsdp("fsdp_version: 1\n  fsdp_use_orig_params: true\n")}, {}),
+    ("fsdp-version-key", {"acc.yaml": fsdp("fsdp_version: 2\n  fsdp_backward_prefetch: BACKWARD_PRE\n")},
+     {"acc.yaml": fsdp("fsdp_version: 2\n  fsdp_backward_prefetch: NO_PREFETCH\n")}, {}),
+    ("fsdp-version-key", {"acc.yaml": fsdp("fsdp_version: 2\n  fsdp_state_dict_type: LOCAL_STATE_DICT\n")},
+     {"acc.yaml": fsdp("fsdp_version: 2\n  fsdp_state_dict_type: SHARDED_STATE_DICT\n")}, {}),
+    ("fsdp-version-key", {"acc.yaml": fsdp("fsdp_activation_checkpointing: true\n  fsdp_activation_checkpointing_offload: true\n")},
+     {"acc.yaml": fsdp("fsdp_version: 2\n  fsdp_activation_checkpointing: true\n  fsdp_activation_checkpointing_offload: true\n")}, {}),
+    ("fsdp-with-deepspeed", {"acc.yaml": fsdp("fsdp_version: 2\n") + "deepspeed_config:\n  zero_stage: 3\n"},
+     {"acc.yaml": fsdp("fsdp_version: 2\n")}, {}),
+    ("fsdp-with-deepspeed", {"acc.yaml": fsdp("fsdp_version: 2\n"), "ds.json": ds(), "sft.yaml": TRL_SFT + "deepspeed: ds.json\n"},
+     {"acc.yaml": fsdp("fsdp_version: 2\n"), "sft.yaml": TRL_SFT}, {}),
+    ("fsdp-cpu-ram-loading", {"acc.yaml": fsdp("fsdp_cpu_ram_efficient_loading: true\n  fsdp_sync_module_states: false\n")},
+     {"acc.yaml": fsdp("fsdp_cpu_ram_efficient_loading: true\n  fsdp_sync_module_states: true\n")}, {}),
+    ("fsdp-cpu-ram-loading", {"acc.yaml": fsdp("fsdp_version: 2\n  fsdp_sync_module_states: false\n")},
+     {"acc.yaml": fsdp("fsdp_version: 2\n  fsdp_cpu_ram_efficient_loading: false\n  fsdp_sync_module_states: false\n")}, {}),
+    ("fsdp-qlora-dtype", {"acc.yaml": fsdp("fsdp_version: 1\n"), "sft.yaml": TRL_SFT + "load_in_4bit: true\ndtype: bfloat16\n"},
+     {"acc.yaml": fsdp("fsdp_version: 1\n"), "sft.yaml": TRL_SFT + "load_in_4bit: true\ndtype: bfloat16\nbnb_4bit_quant_storage: bfloat16\n"}, {}),
+    ("fsdp-qlora-dtype", {"acc.yaml": fsdp(""), "sft.yaml": TRL_SFT + "load_in_4bit: true\nbnb_4bit_quant_storage: bfloat16\n"},
+     {"acc.yaml": fsdp("fsdp_version: 2\n"), "sft.yaml": TRL_SFT + "load_in_4bit: true\nbnb_4bit_quant_storage: bfloat16\n"}, {}),
+    ("fsdp-wrap-class",
+     {"acc.yaml": fsdp(WRAP + "LlamaDecoderLayer\n"), "sft.yaml": TRL_SFT.replace("model_name_or_path: m", "model_name_or_path: Qwen/Qwen2.5-7B-Instruct")},
+     {"acc.yaml": fsdp(WRAP + "Qwen2DecoderLayer\n"), "sft.yaml": TRL_SFT.replace("model_name_or_path: m", "model_name_or_path: Qwen/Qwen2.5-7B-Instruct")}, {}),
     # QwenLM/Qwen finetune/finetune_ds.sh passes --evaluation_strategy, which transformers 5 renamed.
     ("removed-trainer-flag",
      {"run.sh": "#!/bin/bash\ntorchrun --nproc_per_node 2 finetune.py --output_dir o --evaluation_strategy no\n"},
@@ -230,3 +264,17 @@ def test_fp16_static_loss_scale_on_llamafactorys_own_zero3_lora_example(tmp_path
     (tmp_path / "fp16").mkdir()
     [hit] = rule_hits(tmp_path / "fp16", files, "fp16-static-loss-scale")
     assert hit.path.endswith("ds_z3_config.json") and "static loss scale of 1.0" in hit.message
+
+
+def test_fsdp_rules_stay_silent_where_the_facts_are_unknown(tmp_path):
+    """An uncatalogued model gives no wrap class to compare with; LLaMA-Factory sets
+    bnb_4bit_quant_storage to the compute dtype itself (model/model_utils/quantization.py,
+    "crucial for fsdp+qlora"), so its QLoRA under FSDP1 has one dtype."""
+    for sub in "ab":
+        (tmp_path / sub).mkdir()
+    wrong_class = {"acc.yaml": fsdp(WRAP + "LlamaDecoderLayer\n"), "sft.yaml": TRL_SFT.replace("model_name_or_path: m", "model_name_or_path: org/unknown-7b")}
+    assert rule_hits(tmp_path / "a", wrong_class, "fsdp-wrap-class") == []
+    lf_qlora = {"acc.yaml": fsdp("fsdp_version: 1\n"),
+                "sft.yaml": "model_name_or_path: m\nstage: sft\ndo_train: true\nfinetuning_type: lora\nquantization_bit: 4\ntemplate: qwen\n"
+                            "dataset_dir: data\noutput_dir: o\nper_device_train_batch_size: 2\nbf16: true\n"}
+    assert rule_hits(tmp_path / "b", lf_qlora, "fsdp-qlora-dtype") == []

@@ -512,6 +512,9 @@ def _judge(name, key, owners, fmt, framework_versions):
     return ("error", f"{name}: valid in {h.framework} {last}, {gone}; the {h.framework} in use is {v}")
 
 
+_SKEW_SEEN = {}  # (id(data), fmt, versions) -> (data, result): the schema check and the rule ask alike
+
+
 def skew(data, fmt, framework_versions, schema=None):
     """Version skew of a document's keys against the key histories, at the versions in use
     (given, pinned, else the schema's release). Errors on keys the format schema already marks
@@ -520,6 +523,20 @@ def skew(data, fmt, framework_versions, schema=None):
 
     if schema is None and getattr(FORMATS.get(fmt), "schema", None):
         schema = schemas.load_schema(FORMATS[fmt].schema)
+    key = (id(data), fmt, tuple(sorted((framework_versions or {}).items())), id(schema))
+    seen = _SKEW_SEEN.get(key)
+    if seen is not None and seen[0] is data:  # the same document object, not a new one at that id
+        return list(seen[1])
+    if len(_SKEW_SEEN) > 64:
+        _SKEW_SEEN.clear()
+    out = _skew(data, fmt, framework_versions, schema)
+    _SKEW_SEEN[key] = (data, out)
+    return list(out)
+
+
+def _skew(data, fmt, framework_versions, schema):
+    from .formats import FORMATS
+
     out = []
     dashes = "--" if getattr(FORMATS.get(fmt), "syntax", "") == "shell" else ""  # launch-script flags
     for path, owners in _walk(data, fmt):

@@ -66,11 +66,11 @@ def ds_with(**changes):
 
 
 def key_or_line(data, key, fname):
-    """A message may name the key, or the file's line that holds it."""
-    for i, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-        if f'"{key}"' in line or line.lstrip().startswith(f"{key}:"):
-            return (key, f"{fname}:{i}:")
-    return key
+    """A message may name the key, or a line of the file that holds it (a key may stand at several
+    levels, e.g. vocab_size at the top and in text_config: the tool names the one it stopped at)."""
+    lines = [f"{fname}:{i}:" for i, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1)
+             if f'"{key}"' in line or line.lstrip().startswith(f"{key}:")]
+    return (key, *lines) if lines else key
 
 
 def ds_text_replace(old, new):

@@ -10,7 +10,8 @@ def text(result, out):
     # One finding, one line: keys and values quoted from the file may hold line breaks.
     # One write: a file with 300,000 findings must not cost 300,000 calls into the stream.
     lines = [one_line(f"{f.path}:{f.line}:{f.column}: {f.rule} {clip(f.message, MAX_MESSAGE)}") for f in result.findings]
-    lines += [one_line(f"{_where(err)} unusable-input {clip(err.message, MAX_MESSAGE)}") for err in result.unusable]
+    lines += [one_line(f"{_where(err)} unusable-input {err.key + ': ' if err.key else ''}{clip(err.message, MAX_MESSAGE)}")
+              for err in result.unusable]
     if lines:
         out.write("\n".join(lines) + "\n")
 

@@ -193,9 +193,11 @@ class _JsonParser:
         line = bisect.bisect_right(self.line_starts, idx) - 1
         return line + 1, idx - self.line_starts[line] + 1
 
-    def fail(self, msg, idx):
+    def fail(self, msg, idx, at=None):
+        # at: the key path of a value that is wrong in itself (NaN, a number too large), named too.
         line, col = self.pos(min(idx, len(self.text)))
-        raise UserError(f"invalid JSON: {msg}", path=self.path, line=line, column=col)
+        key = ".".join(map(str, at)) if at else None
+        raise UserError(f"invalid JSON: {msg}", path=self.path, line=line, column=col, key=key)
 
     def ws(self, idx):
         # Called around every token: skip the regex when no whitespace follows (compact JSON).
@@ -234,22 +236,22 @@ class _JsonParser:
                 return val, idx + len(word)
         m = _NUMBER.match(self.text, idx)
         if m and m.end() > idx:
-            return self.number(m, idx), m.end()
+            return self.number(m, idx, path), m.end()
         if not ch:
             self.fail("unexpected end of file", idx)
         for word in ("NaN", "Infinity", "-Infinity"):
             if self.text.startswith(word, idx):  # Python's json module reads them; JSON has no such numbers
-                self.fail(f"{word} is not a JSON number", idx)
+                self.fail(f"{word} is not a JSON number", idx, path)
         self.fail(f"unexpected character {ch!r}", idx)
 
-    def number(self, m, idx):
+    def number(self, m, idx, path):
         num = m.group(0)
         if m.group(1) or m.group(2):
-            return check_number(float(num), lambda msg: self.fail(msg, idx))
+            return check_number(float(num), lambda msg: self.fail(msg, idx, path))
         try:
             return int(num)
         except ValueError:  # over sys.get_int_max_str_digits() digits
-            self.fail(f"integer with {len(num):,} digits is too large", idx)
+            self.fail(f"integer with {len(num):,} digits is too large", idx, path)
 
     def string(self, idx):
         try:

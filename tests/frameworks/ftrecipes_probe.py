@@ -75,6 +75,18 @@ def _facts(engine):
         "grad_accum": int(engine.gradient_accumulation_steps()),
         "train_batch": int(engine.train_batch_size()),
         "module_class": type(module).__name__,
+        **_zero3_partition(module),
+    }
+
+
+def _zero3_partition(module):
+    """ZeRO-3's own bookkeeping on each parameter (deepspeed/runtime/zero/partition_parameters.py):
+    ds_numel is the full size, ds_tensor this rank's shard. Zeros when the model is not partitioned."""
+    params = [p for p in module.parameters() if hasattr(p, "ds_id")]
+    return {
+        "zero3_params": len(params),
+        "zero3_full_numel": int(sum(p.ds_numel for p in params)),
+        "zero3_local_numel": int(sum(p.ds_tensor.numel() for p in params if getattr(p, "ds_tensor", None) is not None)),
     }
 
 

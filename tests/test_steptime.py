@@ -116,6 +116,32 @@ def test_every_catalog_gpu_has_speed_facts():
     assert catalog.gpu_perf("V100-32GB").peak_tflops == 125
 
 
+
+# Parts sold without NVLink (vendor datasheets cited in catalog.py); RTX 3090 and A6000 take an
+# optional two-card bridge, so they are not in this list.
+PCIE_ONLY = ["T4", "A10", "A10G", "L4", "L40S", "RTX-4090", "RTX-5090"]
+
+
+@pytest.mark.parametrize("name", PCIE_ONLY)
+def test_pcie_only_cards_reach_their_peers_over_pcie(name):
+    """The step-time model must not give NVLink bandwidth to a card that has none: peer traffic
+    inside a node moves at the card's PCIe rate, far below the NVLink parts'."""
+    p = catalog.gpu_perf(name)
+    assert p.link_gbps == p.pcie_gbps <= 64, name  # PCIe 5.0 x16, one direction, at most
+    assert p.link_gbps * 4 < catalog.gpu_perf("A100-80GB").link_gbps
+
+
+def test_zero3_on_four_a10g_spends_longer_in_collectives_than_on_nvlink():
+    """llama8b-sft-a10gx4's setup: ZeRO-3's 3Ψ of gathers and reduce-scatters over PCIe take as
+    many times longer as the link is slower than an A100's NVLink (same model, same volume)."""
+    s = Setup(model="Llama-3-8B", gpu="A10G", gpus=4, zero_stage=3, offload_optimizer="cpu", seq_len=2048,
+              grad_accum=16, gradient_checkpointing=True)
+    a10g = steptime.step_time(s).parts["comm"]
+    a100 = steptime.step_time(replace(s, gpu="A100-80GB")).parts["comm"]
+    ratio = catalog.gpu_perf("A100-80GB").link_gbps / catalog.gpu_perf("A10G").link_gbps
+    assert a10g == pytest.approx(a100 * ratio, rel=1e-6)
+
+
 def _bench():
     spec = importlib.util.spec_from_file_location("bench_throughput", ROOT / "bench" / "throughput.py")
     mod = importlib.util.module_from_spec(spec)

@@ -390,6 +390,10 @@ _PCIE4, _PCIE5 = 32.0, 64.0  # x16 lanes, one direction (PCI-SIG 4.0 / 5.0)
 # NVLink per GPU, both directions together, halved below: V100 NVLink2 300 GB/s, A100 NVLink3
 # 600 GB/s, A800 400 GB/s, H100/H200/H20 NVLink4 900 GB/s, B200 NVLink5 1.8 TB/s (NVIDIA
 # datasheets); MI300X: 7 Infinity Fabric links, 896 GB/s aggregate (AMD MI300X datasheet).
+# No NVLink on T4, A10/A10G, L4, L40S, RTX 4090/5090: their peers are reached over PCIe, so
+# link_gbps = pcie_gbps (L40S datasheet, https://resources.nvidia.com/en-us-l40s/l40s-datasheet-28413:
+# "PCIe Gen4 x16: 64GB/s bidirectional", NVLink not listed; A10 datasheet,
+# https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/a10-datasheet.pdf: PCIe Gen4 64 GB/s).
 GPU_PERF = {
     "V100-16GB": GPUPerf(125, 900, 150, 16, "NVIDIA V100 datasheet (SXM2): 125 TFLOPS tensor fp16, 900 GB/s"),
     "V100-32GB": GPUPerf(125, 900, 150, 16, "NVIDIA V100 datasheet (SXM2): 125 TFLOPS tensor fp16, 900 GB/s"),

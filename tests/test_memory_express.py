@@ -468,7 +468,7 @@ def test_trl_loads_fp32_weights_unless_told_otherwise(tmp_path):
     assert phase(lora32, "setup")["params"] - phase(lora16, "setup")["params"] == pytest.approx(2 * frozen, rel=1e-9)
 
 
-@pytest.mark.parametrize("name", ["llama8b-sft-a100x1", "qwen7b-dpo-v100x8", "minicpmv-full-a100-40gx2",
+@pytest.mark.parametrize("name", ["llama8b-sft-a100x1", "llama8b-sft-a10gx4", "qwen7b-dpo-v100x8", "minicpmv-full-a100-40gx2",
                                   "qwen7b-lora-zero2-a100x2", "qwen7b-lora-h100x8"])
 def test_a_recipes_rendered_files_estimate_like_the_recipe(name):
     """Real material: `estimate --config` over a recipe's rendered files (launch script, trainer

@@ -62,6 +62,16 @@ def test_pm4_llama8b_full_sft_one_a100_needs_offload_like_the_recipe():
     assert top.setup.framework == "deepspeed" and top.setup.offload_optimizer == "cpu"
 
 
+
+def test_llama8b_full_sft_four_a10g_needs_zero3_and_offload_like_the_recipe():
+    """Recipe llama8b-sft-a10gx4 (OpenRLHF#597: 24 GB cards, ZeRO-2 and ZeRO-3 alone ran out of
+    memory): on 4xA10G with a g5.12xlarge's 192 GiB, plan must shard with ZeRO-3 and offload the
+    optimizer, as the recipe does, and nothing it proposes may keep Adam on the cards."""
+    top = _top("Llama-3-8B", "A10G", 4, "sft", 2048, 64, "openrlhf", host=192 * GiB)
+    assert top.setup.framework == "deepspeed" and top.setup.zero_stage == 3 and top.setup.offload_optimizer == "cpu"
+    ranked = plan.search(_base("Llama-3-8B", "A10G", 4, 1, 2048, 192 * GiB), "sft", "openrlhf", 64, 16, "none")
+    assert ranked and all(c.setup.offload_optimizer == "cpu" for c in ranked)
+
 def test_pm3_minicpmv_two_a100_40gb_with_128gib_host_finds_a_fit():
     """Post-mortem 3: full MiniCPM-V on 2x A100-40GB; the recipe uses ZeRO-3 + both offloads.
     With the reported 128 GiB host the memory model rejects offloading everything, so what plan

@@ -47,3 +47,22 @@ def test_readme_memory_table_comes_from_the_estimator():
     table = recipe_memory.markdown_table(r, recipe_memory.estimate(r))
     assert table in text
     assert (r.dir / "memory.svg").read_text() == recipe_memory.svg(r, recipe_memory.estimate(r))
+
+
+def test_a10g_recipe_story_agrees_with_the_memory_model():
+    """llama8b-sft-a10gx4's README: full SFT of Llama-3-8B on 24 GB A10Gs. Without Adam offload,
+    ZeRO-3 needs 16 cards (anyscale/templates#198, templates/fine-tune-llm_v2/README.md: "Llama-3-8B
+    ... require 16 A10Gs"); the memory model must not fit it on 4 or 8 and must fit it on 16, and the
+    recipe (ZeRO-3 + offload) must fit on one g5.12xlarge's 4 cards and 192 GiB host."""
+    from ftrecipes import values
+
+    r = recipe.load("llama8b-sft-a10gx4")
+
+    def verdict(*sets):
+        return recipe_memory.estimate(r, values.parse_sets(r, list(sets))).to_json()["verdict"]
+
+    assert verdict("offload_optimizer=none") == "oom"
+    assert verdict("offload_optimizer=none", "zero_stage=2") == "oom"
+    assert verdict("offload_optimizer=none", "nodes=2", "grad_accum=8") == "oom"
+    assert verdict("offload_optimizer=none", "nodes=4", "grad_accum=4") in ("fits", "tight")
+    assert verdict() in ("fits", "tight")

@@ -8,7 +8,8 @@ appended (argparse keeps the last value; flash-attention has no CPU kernels), DS
 and FTRECIPES_CPU_SHIM=1 (tests/shims/openrlhf: CUDA-only calls of OpenRLHF's strategy
 redirected to CPU, a stand-in flash_attn_2_cuda). ZeRO stage, adam_offload, bf16 and gradient
 checkpointing render as shipped and are asserted from the running engine, including that
-ZeRO-3 really split every parameter across the two processes (each holds about half).
+ZeRO-3 really split every parameter across the two processes (each holds about half), and did
+so as the model loaded (zero.Init), before deepspeed.initialize.
 
 Not exercised here: the A10G itself (GPU and pinned host memory, the out-of-memory of
 OpenRLHF#597 and the fix: the memory model covers that), FlashAttention-2, NCCL over PCIe, and
@@ -59,3 +60,7 @@ def test_openrlhf_sft_zero3_adam_offload_trains(tmp_path):
         assert engine["zero3_params"] == engine["trainable_params"] > 0, engine
         full, local = engine["zero3_full_numel"], engine["zero3_local_numel"]
         assert full / 2 <= local < full / 2 + engine["zero3_params"] * 2, engine
+        # ...and already while the model loaded: OpenRLHF's Actor builds it under HfDeepSpeedConfig
+        # for stage 3 (openrlhf/models/actor.py), so from_pretrained runs inside zero.Init and no
+        # process holds the whole model in host memory (the host RAM budget counts one copy a node).
+        assert engine["partitioned_at_engine_init"] == engine["params_at_engine_init"] == engine["zero3_params"], engine

@@ -76,6 +76,7 @@ def _facts(engine):
         "train_batch": int(engine.train_batch_size()),
         "module_class": type(module).__name__,
         **_zero3_partition(module),
+        **engine.__dict__.get("_ftrecipes_at_init", {}),
     }
 
 
@@ -182,6 +183,24 @@ def _patch(mod):
                   "skipped_steps": skipped, "loss_scale": _scale(self)})
         return result
 
+    init = engine_cls.__init__
+
+    def probed_init(self, *args, **kwargs):
+        # Parameters that already carry ZeRO-3's ds_id when the engine is built were partitioned
+        # as the model was constructed (deepspeed.zero.Init, e.g. from_pretrained under
+        # HfDeepSpeedConfig), not afterwards by the engine: each process never held the whole model.
+        model = kwargs.get("model", args[1] if len(args) > 1 else None)
+        try:
+            params = list(model.parameters()) if model is not None else []
+            seen = {"params_at_engine_init": len(params),
+                    "partitioned_at_engine_init": sum(hasattr(p, "ds_id") for p in params)}
+        except Exception as exc:
+            seen = {}
+            _out({"event": "probe-error", "error": repr(exc)})
+        init(self, *args, **kwargs)
+        self.__dict__["_ftrecipes_at_init"] = seen
+
+    engine_cls.__init__ = probed_init
     engine_cls.forward = probed_forward
     engine_cls.backward = probed_backward
     engine_cls.step = probed_step

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 # --ds.zero_stage 3 --ds.adam_offload: each card keeps 1/4 of the bf16 weights; fp32
-# master weights, gradients and Adam moments (16 bytes a parameter less the bf16 copy) live in
+# master weights, fp32 gradients and Adam moments (16 bytes a parameter) live in
 # pinned host memory, updated by DeepSpeedCPUAdam. On 24 GB cards either alone runs out of
 # memory for an 8B model (OpenRLHF#597).
 # Global batch 64 = 1 micro x 16 accumulation x 4 GPU(s).

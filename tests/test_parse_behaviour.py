@@ -221,3 +221,144 @@ def test_stage_ignored_keys_are_accepted_by_deepspeed(deepspeed_results):
     """The rule says "ignored": DeepSpeedConfig must take these sections without a word."""
     for zero, res in zip(_stage_ignored_cases(), deepspeed_results[1]):
         assert res["ok"], (zero, res["error"])
+
+
+# A wrong value, one per entry of the value-effect table (formats.Parsing.values): the format,
+# the key path, the finding class lint gives, and the value. The plain test proves lint's message
+# states the table's effect for it; the framework test feeds the same value to the real parser
+# (RAISES: it refuses the file; LATER: it holds the value as written, for the code that uses it).
+VALUE_CASES = [
+    ("deepspeed", ("steps_per_print",), "wrong-type", "ten"),
+    ("deepspeed", ("zero_optimization", "overlap_comm"), "wrong-type", "maybe"),
+    ("deepspeed", ("zero_optimization", "stage"), "bad-value", 7),
+    ("deepspeed", ("zero_optimization", "reduce_bucket_size"), "out-of-range", -1),
+    ("deepspeed", ("activation_checkpointing", "partition_activations"), "wrong-type", "maybe"),
+    ("accelerate", ("distributed_type",), "bad-value", "DEEPSPEEED"),
+    ("accelerate", ("compute_environment",), "bad-value", "LOCAL"),
+    ("accelerate", ("deepspeed_config", "zero_stage"), "bad-value", 7),
+    ("trl", ("per_device_train_batch_size",), "wrong-type", "two"),
+    ("trl", ("bf16",), "wrong-type", "maybe"),
+    ("trl", ("per_device_train_batch_size",), "wrong-type", 2.5),
+    ("trl", ("packing_strategy",), "bad-value", "ffd"),
+    ("trl", ("lr_scheduler_type",), "bad-value", "cosinee"),
+    ("trl", ("optim",), "bad-value", "adamww"),
+    ("trl", ("eval_strategy",), "bad-value", "stepz"),
+    ("llamafactory", ("cutoff_len",), "wrong-type", "abc"),
+    ("llamafactory", ("pref_loss",), "bad-value", "sigmoidd"),
+    ("llamafactory", ("save_strategy",), "bad-value", "stepz"),
+    ("axolotl", ("sequence_len",), "wrong-type", "4096x"),
+    ("axolotl", ("micro_batch_size",), "wrong-type", 2.5),
+    ("axolotl", ("rl",), "bad-value", "dpoo"),
+    ("axolotl", ("sample_packing",), "wrong-type", "maybe"),
+]
+# Values pydantic's lax mode coerces: axolotl takes them, so lint must not flag them.
+AXOLOTL_LAX = [(("sequence_len",), "4096"), (("sample_packing",), "yes"), (("learning_rate",), "2e-5"),
+               (("num_epochs",), True), (("micro_batch_size",), 2.0), (("bf16",), "auto")]
+VALUE_BASE = {
+    "deepspeed": ("ds.json", {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1}),
+    "accelerate": ("acc.yaml", {"compute_environment": "LOCAL_MACHINE", "distributed_type": "DEEPSPEED", "num_processes": 2,
+                                "deepspeed_config": {"zero_stage": 2}}),
+    "trl": ("sft.yaml", {"model_name_or_path": "x", "output_dir": "o", "learning_rate": 1.0e-5}),
+    "llamafactory": ("lf.yaml", {"stage": "sft", "finetuning_type": "lora", "template": "qwen"}),
+    "axolotl": ("ax.yaml", {"base_model": "x", "sequence_len": 512, "micro_batch_size": 1}),
+}
+
+
+def _value_file(tmp_path, kind, path, value):
+    import yaml
+
+    name, base = VALUE_BASE[kind]
+    data = json.loads(json.dumps(base))
+    node = data
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+    node[path[-1]] = value
+    (tmp_path / name).write_text(json.dumps(data) if name.endswith(".json") else yaml.safe_dump(data))
+    return lint.run([str(tmp_path / name)], kind=kind).findings
+
+
+def _at(findings, path):
+    dotted = ".".join(path)
+    return [f for f in findings if f.message.startswith(f"{dotted}: ")]
+
+
+@pytest.mark.parametrize("kind, path, rule, value", VALUE_CASES, ids=lambda x: ".".join(map(str, x)) if isinstance(x, tuple) else None)
+def test_wrong_value_message_states_the_parsers_effect(tmp_path, kind, path, rule, value):
+    found = _at(_value_file(tmp_path, kind, path, value), path)
+    assert [f.rule for f in found] == [rule], found
+    effect = formats.FORMATS[kind].parsing.value(path, rule, value)
+    assert effect is not None and found[0].message.endswith(f"({effect.text})"), found[0].message
+
+
+@pytest.mark.parametrize("path, value", AXOLOTL_LAX, ids=lambda x: ".".join(x) if isinstance(x, tuple) else None)
+def test_axolotl_values_pydantic_coerces_pass(tmp_path, path, value):
+    assert _at(_value_file(tmp_path, "axolotl", path, value), path) == []
+
+
+def test_every_value_message_class_is_probed():
+    """Each effect a value table can state (per format) needs a case above, and so a check
+    against the real parser. Sections sharing one effect (DeepSpeed's pydantic models) share a
+    probe: the table groups them because their parser is the same code."""
+    for kind, fmt in formats.FORMATS.items():
+        if not fmt.parsing or kind == "openrlhf":  # flags: argparse's own type/choices, by construction
+            continue
+        stated = {e.effect for e in fmt.parsing.values}
+        probed = {fmt.parsing.value(p, r, v) for k, p, r, v in VALUE_CASES if k == kind}
+        assert sorted(e.text for e in stated - probed) == [], kind
+
+
+VALUE_STACK = {"deepspeed": "trl", "accelerate": "trl", "trl": "trl", "llamafactory": "llamafactory"}
+
+
+def _value_expected(kind, path, rule, value):
+    return formats.FORMATS[kind].parsing.value(path, rule, value).kind
+
+
+@pytest.fixture(scope="module")
+def value_results(tmp_path_factory):
+    from truth_jobs import run_truth
+
+    results = {}
+    for stack in sorted(set(VALUE_STACK.values())):
+        mine = [c for c in VALUE_CASES if VALUE_STACK.get(c[0]) == stack]
+        jobs = [{"check": f"value-{kind}", "path": list(path), "value": value} for kind, path, _, value in mine]
+        out = run_truth(stack, jobs, tmp_path_factory.mktemp(f"values-{stack}"))
+        results.update({c: r for c, r in zip(mine, out)})
+    return results
+
+
+def _agrees(case, res):
+    expected = _value_expected(*case)
+    if expected == formats.RAISES:
+        return not res["ok"]
+    return res["ok"] and res["facts"]["held"] == case[3]  # LATER: the value reaches the code as written
+
+
+@pytest.mark.framework
+@pytest.mark.parametrize("case", [c for c in VALUE_CASES if c[0] in VALUE_STACK], ids=lambda c: f"{c[0]}.{'.'.join(c[1])}={c[3]}")
+def test_value_table_matches_the_real_parser(value_results, case):
+    res = value_results[case]
+    assert _agrees(case, res), (case, res)
+
+
+def test_value_table_matches_axolotl(tmp_path):
+    """axolotl is in no stack venv: FTRECIPES_AXOLOTL_PYTHON names a python that can import
+    axolotl.utils.schemas.config, with PYTHONPATH pointing at the unpacked wheel where needed
+    (tools/schemagen/README.md shows how to make one)."""
+    import os
+    import subprocess
+    import sys
+
+    python = os.environ.get("FTRECIPES_AXOLOTL_PYTHON")
+    if not python:
+        pytest.skip("FTRECIPES_AXOLOTL_PYTHON not set")
+    cases = [c for c in VALUE_CASES if c[0] == "axolotl"] + [("axolotl", p, None, v) for p, v in AXOLOTL_LAX]
+    (tmp_path / "jobs.json").write_text(json.dumps([{"check": "value-axolotl", "path": list(p), "value": v} for _, p, _, v in cases]))
+    script = os.path.join(os.path.dirname(__file__), "frameworks", "truth.py")
+    proc = subprocess.run([python, script, "jobs.json", "results.json"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for case, res in zip(cases, json.loads((tmp_path / "results.json").read_text())):
+        if case[2] is None:
+            assert res["ok"], (case, res["error"])  # lint passes it, and so does axolotl
+        else:
+            assert _agrees(case, res), (case, res)

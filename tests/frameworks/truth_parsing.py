@@ -103,3 +103,81 @@ def deepspeed_zero(job):
     """A zero_optimization section as written; DeepSpeedConfig either takes it or raises."""
     _ds_config({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "zero_optimization": job["zero"]})
     return {}
+
+
+def _set(data, path, value):
+    node = data
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+    node[path[-1]] = value
+    return data
+
+
+def _held(obj, path):
+    """The value the parsed object holds for the last key of path (attribute or mapping entry)."""
+    for part in path:
+        obj = obj.get(part) if isinstance(obj, dict) else getattr(obj, part, None)
+    return getattr(obj, "value", obj)
+
+
+@check("value-deepspeed")
+def deepspeed_value(job):
+    """A wrong value at one path: DeepSpeedConfig raises, or facts say what it kept."""
+    cfg = _ds_config(_set({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1}, job["path"], job["value"]))
+    section = {"zero_optimization": "zero_config", "activation_checkpointing": "activation_checkpointing_config"}
+    path = job["path"]
+    held = _held(getattr(cfg, section[path[0]]), path[1:]) if path[0] in section else getattr(cfg, path[0], None)
+    return {"held": held}
+
+
+@check("value-accelerate")
+def accelerate_value(job):
+    """ClusterConfig.from_yaml_file and `accelerate launch`'s validation, as for unknown keys."""
+    import yaml
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+
+    base = {"compute_environment": "LOCAL_MACHINE", "distributed_type": "DEEPSPEED", "num_processes": 2,
+            "machine_rank": 0, "num_machines": 1, "mixed_precision": "no", "use_cpu": True,
+            "deepspeed_config": {"zero_stage": 2}}
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
+        yaml.safe_dump(_set(base, job["path"], job["value"]), fh)
+    args = launch_command_parser().parse_args(["--config_file", fh.name, "train.py"])
+    _validate_launch_command(args)
+    # launch copies a section's keys onto the namespace under their own names.
+    return {"held": getattr(args, job["path"][-1], None)}
+
+
+@check("value-trl")
+def trl_value(job):
+    import yaml
+    from trl import ModelConfig, ScriptArguments, SFTConfig, TrlParser
+
+    base = {"output_dir": tempfile.mkdtemp(), "dataset_name": "x", "use_cpu": True}
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
+        yaml.safe_dump(_set(base, job["path"], job["value"]), fh)
+    parsed = TrlParser((ScriptArguments, SFTConfig, ModelConfig)).parse_args_and_config(["--config", fh.name])
+    key = job["path"][0]
+    return {"held": next((getattr(o, key) for o in parsed if hasattr(o, key)), None)}
+
+
+@check("value-llamafactory")
+def llamafactory_value(job):
+    from llamafactory.hparams import get_train_args
+
+    base = {"model_name_or_path": "x", "stage": "sft", "do_train": True, "finetuning_type": "lora",
+            "output_dir": tempfile.mkdtemp(), "dataset": "x", "template": "qwen", "use_cpu": True}
+    parsed = get_train_args(_set(base, job["path"], job["value"]))
+    key = job["path"][0]
+    return {"held": next((getattr(o, key) for o in parsed if hasattr(o, key)), None)}
+
+
+@check("value-axolotl")
+def axolotl_value(job):
+    """AxolotlInputConfig, the model validate_config builds from the YAML (no GPU capabilities).
+    Needs axolotl's package on the path (no stack installs it; see tools/schemagen/README.md)."""
+    from axolotl.utils.schemas.config import AxolotlInputConfig
+
+    base = {"base_model": "x", "datasets": [{"path": "x", "type": "alpaca"}], "micro_batch_size": 1,
+            "gradient_accumulation_steps": 1, "learning_rate": 1e-5, "num_epochs": 1, "output_dir": "o"}
+    cfg = AxolotlInputConfig(**_set(base, job["path"], job["value"]))
+    return {"held": _held(cfg, job["path"])}

@@ -137,6 +137,22 @@ class Effect:
     text: str  # how a message states it, naming the code that reads the key
 
 
+# The finding classes of a value the schema refuses (schemas.check's rule ids).
+VALUE_RULES = frozenset({"wrong-type", "bad-value", "out-of-range"})
+
+
+@dataclass(frozen=True)
+class ValueEffect:
+    """What the parser does with a value the schema refuses, at a key path prefix."""
+
+    at: tuple  # key path prefix; the longest matching entry wins
+    effect: Effect
+    rules: frozenset = VALUE_RULES  # the finding classes it speaks for
+    # True: only for a value written as text (argparse converts text defaults and nothing else);
+    # False: only for any other value; None: either.
+    text: bool | None = None
+
+
 @dataclass(frozen=True)
 class Parsing:
     """How one framework reads unknown keys, per section of its file.
@@ -151,6 +167,8 @@ class Parsing:
     # What the parser does with the placeholder "auto" (which only the HF Trainer / accelerate
     # integration fills) left at a key: ((key path prefix, Effect), ...).
     auto: tuple = ()
+    # What the parser does with a wrong value: (ValueEffect, ...). Nothing listed: no claim.
+    values: tuple = ()
 
     def unknown(self, path):
         """The Effect of an unknown key inside the mapping at path (() for the top level), or None."""
@@ -164,6 +182,15 @@ class Parsing:
     def auto_value(self, path):
         """The Effect of "auto" as the value at path, or None where the table says nothing."""
         return _longest(self.auto, tuple(path))
+
+    def value(self, path, rule, value):
+        """The Effect of a value the schema refuses (finding class rule) at path, or None."""
+        path = tuple(path)
+        fits = [v for v in self.values if path[:len(v.at)] == v.at and rule in v.rules
+                and (v.text is None or v.text == isinstance(value, str))]
+        # The longest prefix wins; among equals, the entry listed first (max keeps the first).
+        best = max(fits, key=lambda v: len(v.at), default=None)
+        return best.effect if best else None
 
 
 def _longest(table, path):
@@ -191,20 +218,70 @@ _DS_DICTS = ("activation_checkpointing", "aio", "autotuning", "checkpoint", "dat
 _AUTO_RAISES = Effect(RAISES, "DeepSpeed raises a TypeError at start-up")
 _AUTO_LATER = Effect(LATER, "DeepSpeed keeps the string and fails where it uses the number")
 _AUTO_DROPPED = Effect(IGNORES, "DeepSpeed drops it and keeps the default")
+# A wrong value: the pydantic sections validate (lax mode: "2" is taken for 2, "maybe" for a
+# boolean is not); the top level and the key-by-key sections are read with get_scalar_param,
+# which checks nothing, so the value reaches the code that uses it.
+_DS_VALUE_RAISES = Effect(RAISES, "DeepSpeed raises at start-up, its model of this section validates the value")
+_DS_VALUE_LATER = Effect(LATER, "DeepSpeed reads it unchecked; the code that uses it gets the value as written")
 DEEPSPEED_PARSING = Parsing(
     _DS_IGNORES,
     tuple(((s,), _DS_RAISES) for s in _DS_MODELS) + tuple(((s,), _DS_IGNORES) for s in _DS_DICTS),
     auto=tuple(((k,), _AUTO_RAISES) for k in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"))
     + tuple(((k,), _AUTO_LATER) for k in ("gradient_clipping", "optimizer", "scheduler"))
     + tuple(((s,), _AUTO_DROPPED) for s in _DS_MODELS),
+    values=(ValueEffect((), _DS_VALUE_LATER),) + tuple(ValueEffect((s,), _DS_VALUE_RAISES) for s in _DS_MODELS)
+    + tuple(ValueEffect((s,), _DS_VALUE_LATER) for s in _DS_DICTS),
 )
 # accelerate's ClusterConfig.from_yaml_file refuses unknown top-level keys; `accelerate launch`
 # copies a section's keys onto its argument namespace, where a name no code reads stays unused.
 _ACC_IGNORES = Effect(IGNORES, "accelerate launch ignores it silently")
+_ACC_SECTIONS = ("deepspeed_config", "fsdp_config", "fp8_config", "megatron_lm_config", "dynamo_config",
+                 "parallelism_config", "mpirun_config")
+# Values: ClusterConfig.__post_init__ turns distributed_type and compute_environment into enums
+# (ValueError); `accelerate launch` copies the sections' values onto its namespace unchecked.
+# Other top-level keys differ key by key (num_processes "two" fails a comparison in launch, a
+# mixed_precision "bf17" passes it): no claim for them.
 ACCELERATE_PARSING = Parsing(
     Effect(RAISES, "accelerate refuses to load the file"),
-    tuple(((s,), _ACC_IGNORES) for s in ("deepspeed_config", "fsdp_config", "fp8_config", "megatron_lm_config",
-                                          "dynamo_config", "parallelism_config", "mpirun_config")),
+    tuple(((s,), _ACC_IGNORES) for s in _ACC_SECTIONS),
+    values=tuple(ValueEffect((k,), Effect(RAISES, "accelerate refuses to load the file, ClusterConfig turns it into an enum"),
+                             frozenset({"bad-value"})) for k in ("distributed_type", "compute_environment"))
+    + tuple(ValueEffect((s,), Effect(LATER, "accelerate launch passes it on unchecked")) for s in _ACC_SECTIONS),
+)
+# TrainingArguments fields typed `SomeEnum | str`: __post_init__ converts them, so a name outside
+# the enum raises ValueError under every parser (transformers/training_args.py).
+_HF_ENUM_FIELDS = ("lr_scheduler_type", "optim", "eval_strategy", "save_strategy", "logging_strategy", "hub_strategy")
+_HF_ENUM_RAISES = Effect(RAISES, "TrainingArguments raises at start-up, it turns the value into an enum")
+
+
+def _hf_values(rest):
+    return tuple(ValueEffect((k,), _HF_ENUM_RAISES, frozenset({"bad-value", "wrong-type"})) for k in _HF_ENUM_FIELDS) + rest
+
+
+# TrlParser sets the YAML's values as argparse defaults; argparse converts a default written as
+# text with the field's type (and stops when it cannot) but takes any other value as it is and
+# never checks choices or bounds for a default.
+TRL_PARSING = Parsing(
+    Effect(RAISES, "TrlParser stops with an error"),
+    values=_hf_values((
+        ValueEffect((), Effect(RAISES, "TrlParser stops, argparse cannot convert the text"), frozenset({"wrong-type"}), text=True),
+        ValueEffect((), Effect(LATER, "TrlParser takes it unchecked; the trainer gets the value as written"), text=None),
+    )),
+)
+# get_train_args -> HfArgumentParser.parse_dict builds the dataclasses from the values as they are.
+LLAMAFACTORY_PARSING = Parsing(
+    Effect(RAISES, "LLaMA-Factory stops with an error"),
+    values=_hf_values((ValueEffect((), Effect(LATER, "LLaMA-Factory takes it unchecked; the trainer gets the value as written")),)),
+)
+# validate_config builds AxolotlConfigWCapabilities from the YAML; a ValidationError stops the run.
+AXOLOTL_PARSING = Parsing(
+    Effect(IGNORES, "axolotl drops it silently"),
+    values=(ValueEffect((), Effect(RAISES, "axolotl stops at start-up, its pydantic config model refuses the value")),),
+)
+# Flags on a command line: argparse converts with the flag's type and checks its choices.
+OPENRLHF_PARSING = Parsing(
+    Effect(RAISES, "argparse stops with 'unrecognized arguments'"),
+    values=(ValueEffect((), Effect(RAISES, "argparse stops, the flag's type or choices refuse it"), frozenset({"wrong-type", "bad-value"})),),
 )
 
 
@@ -260,6 +337,12 @@ class Format:
         effect = self.parsing.unknown(path) if self.parsing else None
         return effect.text if effect else ""
 
+    def value_note(self, path, rule, value):
+        """What the framework does with a value the schema refuses (rule: wrong-type, bad-value,
+        out-of-range) at path: '' where the table makes no claim."""
+        effect = self.parsing.value(path, rule, value) if self.parsing else None
+        return effect.text if effect else ""
+
 
 _DEEPSPEED_MARKERS = frozenset({
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
@@ -310,7 +393,7 @@ FORMATS = {
                references=(("deepspeed_config", "deepspeed_config_file"),)),
         # TrlParser passes the YAML's keys as arguments with fail_with_unknown_args=True.
         Format("trl", "yaml", "trl.schema.json", "TRL trainer config YAML (trl CLI / TrlParser)",
-               Parsing(Effect(RAISES, "TrlParser stops with an error")),
+               TRL_PARSING,
                # The classes the trl CLI's commands parse (as in trl.schema.json), not every TRL class.
                histories=("transformers:TrainingArguments", *(f"trl:{c}" for c in (
                    "SFTConfig", "DPOConfig", "GRPOConfig", "KTOConfig", "RewardConfig", "RLOOConfig", "DistillationConfig",
@@ -318,7 +401,7 @@ FORMATS = {
                detection=Detection(_TRL_MARKERS), references=_DS_REFERENCE, overridable=True),
         # HfArgumentParser.parse_dict(allow_extra_keys=False) inside get_train_args.
         Format("llamafactory", "yaml", "llamafactory.schema.json", "LLaMA-Factory training YAML",
-               Parsing(Effect(RAISES, "LLaMA-Factory stops with an error")),
+               LLAMAFACTORY_PARSING,
                histories=("transformers:Seq2SeqTrainingArguments", "llamafactory:*"),
                # finetuning_type is LLaMA-Factory's (FinetuningArguments) and no other format's: a
                # full-parameter SFT file, whose other keys are HF Trainer's, would tie with TRL
@@ -326,12 +409,11 @@ FORMATS = {
                                    decisive=frozenset({"finetuning_type"})),
                references=_DS_REFERENCE, overridable=True),
         Format("openrlhf", "shell", "openrlhf.schema.json", "launch script running an OpenRLHF trainer",
-               Parsing(Effect(RAISES, "argparse stops with 'unrecognized arguments'")), histories=("openrlhf:*",),
+               OPENRLHF_PARSING, histories=("openrlhf:*",),
                detection=Detection(), command="openrlhf.cli."),
-        # Key names only (axolotl's models read from its source): values are not checked yet.
-        # AxolotlInputConfig is a pydantic model with the default extra="ignore".
-        Format("axolotl", "yaml", "axolotl.schema.json", "axolotl training YAML",
-               Parsing(Effect(IGNORES, "axolotl drops it silently")),
+        # AxolotlInputConfig is a pydantic model with the default extra="ignore"; values are
+        # checked as its fields' types, choices and bounds (tools/schemagen/axolotl_schema.py).
+        Format("axolotl", "yaml", "axolotl.schema.json", "axolotl training YAML", AXOLOTL_PARSING,
                detection=Detection(_AXOLOTL_MARKERS, together=("base_model",)), references=_DS_REFERENCE),
         Format("shell", "shell", None, "launch script"),
         Format("hostfile", "text", None, "DeepSpeed hostfile"),

@@ -194,27 +194,26 @@ def _expectation(v, schema):
     schema = resolve_ref(v, schema)
     if not isinstance(schema, dict):
         return "a valid value"
+    if "x-expected" in schema:
+        # A type widened to what a lax parser coerces (axolotl's pydantic): name the type it states.
+        return schema["x-expected"] + _bounds(schema)
     if "const" in schema:
         return json.dumps(schema["const"])
     if "enum" in schema:
         return "one of " + ", ".join(json.dumps(e) for e in schema["enum"])
     if "type" in schema:
         types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-        text = " or ".join(types)
-        bounds = []
-        if "minimum" in schema:
-            bounds.append(f">= {schema['minimum']}")
-        if "exclusiveMinimum" in schema:
-            bounds.append(f"> {schema['exclusiveMinimum']}")
-        if "maximum" in schema:
-            bounds.append(f"<= {schema['maximum']}")
-        if bounds:
-            text += " " + " and ".join(bounds)
-        return text
+        return " or ".join(types) + _bounds(schema)
     for word in ("anyOf", "oneOf"):
         if word in schema:
-            return " or ".join(_expectation(v, s) for s in schema[word])
+            return " or ".join(dict.fromkeys(_expectation(v, s) for s in schema[word])) + _bounds(schema)
     return "a valid value"
+
+
+def _bounds(schema):
+    bounds = [f"{op} {schema[k]}" for k, op in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="),
+                                                  ("exclusiveMaximum", "<")) if k in schema]
+    return " " + " and ".join(bounds) if bounds else ""
 
 
 def _allowed_keys(v, schema):
@@ -231,13 +230,14 @@ def _show(value):
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def check(doc, schema, unknown_note=None):
+def check(doc, schema, unknown_note=None, value_note=None):
     """Validate a sources.Document against a schema; return Findings sorted by position.
 
     Unknown keys become ``unknown-key`` findings with a 'did you mean' and, when
     ``unknown_note(path of the mapping)`` says so, what the framework does with them
     (formats.Format.unknown_note); every other violation names the key, the value and
-    what was expected.
+    what was expected, and a wrong value what the framework does with it when
+    ``value_note(path, rule, value)`` says so (formats.Format.value_note).
     """
     v = validator(schema)
 
@@ -248,12 +248,25 @@ def check(doc, schema, unknown_note=None):
     findings = []
     try:
         for err in v.iter_errors(doc.data):
-            findings.extend(_findings(v, err, doc, ignored_by))
+            found = _findings(v, err, doc, ignored_by)
+            if value_note:
+                found = [_with_effect(f, tuple(err.absolute_path), err.instance, value_note) for f in found]
+            findings.extend(found)
     except RecursionError:
         # Only a recipe's own values schema can do this ({"$ref": "#"} and other loops).
         raise UserError("the values schema refers to itself without end ($ref loop); cannot check", path=doc.path) from None
     unique = {f.sort_key(): f for f in findings}
     return sorted(unique.values(), key=Finding.sort_key)
+
+
+_VALUE_RULES = ("wrong-type", "bad-value", "out-of-range")
+
+
+def _with_effect(finding, path, value, value_note):
+    note = value_note(path, finding.rule, value) if finding.rule in _VALUE_RULES else ""
+    if not note:
+        return finding
+    return Finding(finding.path, finding.line, finding.column, finding.rule, finding.severity, f"{finding.message} ({note})")
 
 
 def _findings(v, err, doc, ignored_by):

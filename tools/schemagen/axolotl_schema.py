@@ -1,15 +1,24 @@
-"""Generate schemas/axolotl.schema.json from an unpacked axolotl release (its pydantic models' source).
+"""Generate schemas/axolotl.schema.json from an unpacked axolotl release (its pydantic models).
 
     pip download --no-deps axolotl==0.19.0 && unzip axolotl-0.19.0-py3-none-any.whl -d /tmp/axolotl
-    python3 tools/schemagen/axolotl_schema.py /tmp/axolotl
+    VENV/bin/python tools/schemagen/axolotl_schema.py /tmp/axolotl
 
-Importing axolotl needs its whole training stack; only names are wanted here, so the models are
-read with `ast` instead of imported and nothing has to be installed. The top-level keys are the fields (and their
-`alias=`es) of AxolotlInputConfig, AxolotlConfigWCapabilities and every base class they inherit
-from, plus the fields of every plugin's argument model (axolotl/integrations/*/args.py), which
-validate_config merges in when `plugins:` names the plugin. Only names are taken: values are not
-checked. validate_config returns `model.model_dump()` of a model that ignores unknown fields, so an
-unknown key is dropped without a word: that is what this schema reports.
+Names: the fields (and their `alias=`es) of AxolotlInputConfig, AxolotlConfigWCapabilities and every
+base class they inherit from, plus the fields of every plugin's argument model
+(axolotl/integrations/*/args.py), which validate_config merges in when `plugins:` names the plugin.
+They are read with `ast`, so a plugin whose imports need GPU packages still gives its names.
+validate_config returns `model.model_dump()` of a model that ignores unknown fields, so an unknown key
+is dropped without a word: that is what this schema reports for a key no model has.
+
+Values: AxolotlConfigWCapabilities.model_json_schema(), which needs `import axolotl.utils.schemas.config`
+(pydantic, torch, transformers, accelerate and Pillow: the trl stack venv plus Pillow will do; see
+README.md). validate_config builds that model from the YAML and a ValidationError stops the run, so
+a value the model refuses is an error. pydantic validates in lax mode, which JSON Schema's types do
+not: `lax()` widens each scalar type to what pydantic coerces (an integer field takes "8", 8.0 and
+true; a float field "1e-5", which PyYAML reads as a string; a boolean 0, 1 and "yes"), measured on
+pydantic 2 with tests/test_parse_behaviour.py. Fields with a `mode="before"` field validator keep
+only their names: the validator rewrites the value before the type applies. Without the import
+(system python, no venv) the schema is names only, as before.
 """
 import ast
 import sys
@@ -60,6 +69,63 @@ def closure(name, table, seen):
     return out
 
 
+# pydantic's lax-mode coercions (pydantic/_internal, checked by tests/test_parse_behaviour.py).
+_INT_TEXT = {"type": "string", "pattern": r"^\s*[-+]?\d+(\.0*)?\s*$"}
+_FLOAT_TEXT = {"type": "string", "pattern": r"^\s*([-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|(?i:[-+]?(inf|infinity|nan)))\s*$"}
+_BOOL_TEXT = {"type": "string", "pattern": r"^(?i:0|1|t|f|y|n|true|false|yes|no|on|off)$"}
+_LAX = {
+    "integer": [{"type": "integer"}, {"type": "boolean"}, _INT_TEXT],
+    "number": [{"type": "number"}, {"type": "boolean"}, _FLOAT_TEXT],
+    "boolean": [{"type": "boolean"}, {"enum": [0, 1]}, _BOOL_TEXT],
+}
+
+
+def lax(node):
+    """The schema widened to the values pydantic's lax mode accepts for each scalar type; the
+    type the model states is kept in x-expected for messages."""
+    if isinstance(node, list):
+        return [lax(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: lax(v) for k, v in node.items() if k != "title"}
+    kind = out.get("type")
+    if isinstance(kind, str) and kind in _LAX:
+        out.pop("type")
+        out["anyOf"] = [dict(b) for b in _LAX[kind]]
+        out["x-expected"] = kind
+    return out
+
+
+def value_schemas(pkg):
+    """{key: schema} and the $defs from the real models, or ({}, {}) where they cannot be imported."""
+    sys.path.insert(0, str(pkg))
+    try:
+        from axolotl.utils.schemas.config import AxolotlConfigWCapabilities as model
+        from pydantic.json_schema import GenerateJsonSchema
+    except ImportError as exc:
+        print(f"values not checked: cannot import axolotl's models ({exc})", file=sys.stderr)
+        return {}, {}
+
+    class Generator(GenerateJsonSchema):
+        def enum_schema(self, schema):
+            # TorchAOQuantDType's members are torch.dtype objects, which no YAML value equals.
+            try:
+                return super().enum_schema(schema)
+            except Exception:
+                return {}
+
+    full = model.model_json_schema(schema_generator=Generator)
+    rewritten = {f for d in model.__pydantic_decorators__.field_validators.values() if d.info.mode != "after" for f in d.info.fields}
+    props = {}
+    for key, sub in full["properties"].items():
+        if key in rewritten or key in ("capabilities", "env_capabilities"):
+            continue
+        sub = {k: v for k, v in lax(sub).items() if k not in ("default", "description")}
+        if sub:
+            props[key] = sub
+    return props, lax(full.get("$defs", {}))
+
+
 def build(pkg):
     meta = next(Path(pkg).glob("axolotl-*.dist-info/METADATA"))
     version = next(l.split(":", 1)[1].strip() for l in meta.read_text().splitlines() if l.startswith("Version:"))
@@ -73,12 +139,17 @@ def build(pkg):
     plugin_table = classes(plugin_files)
     for name in plugin_table:
         keys.update(closure(name, table, seen))
-    props = {k: {"description": f"axolotl {v}"} for k, v in sorted(keys.items())}
-    return closed_object("axolotl.schema.json", "axolotl config",
-                         f"axolotl training YAML: the top-level keys of its config models (AxolotlInputConfig and bases, "
-                         f"AxolotlConfigWCapabilities, plugin argument models), read from axolotl {version}'s source by "
-                         "tools/schemagen/axolotl_schema.py. Names only; unknown keys are rejected here because axolotl "
-                         "drops them silently.", {"name": "axolotl", "version": version}, props)
+    values, defs = value_schemas(Path(pkg).parent)
+    props = {k: {"description": f"axolotl {v}", **values.get(k, {})} for k, v in sorted(keys.items())}
+    what = "types, choices and bounds of the model's fields" if values else "names only"
+    schema = closed_object("axolotl.schema.json", "axolotl config",
+                           f"axolotl training YAML: the top-level keys of its config models (AxolotlInputConfig and bases, "
+                           f"AxolotlConfigWCapabilities, plugin argument models), read from axolotl {version}'s source by "
+                           f"tools/schemagen/axolotl_schema.py ({what}; plugin fields by name). Unknown keys are rejected here "
+                           "because axolotl drops them silently.", {"name": "axolotl", "version": version}, props)
+    if defs:
+        schema["$defs"] = defs
+    return schema
 
 
 if __name__ == "__main__":

@@ -226,3 +226,50 @@ def test_deepspeed_nested_keys_and_flags_are_judged(tmp_path):
 def test_a_typo_is_still_an_unknown_key_at_a_pinned_version(tmp_path):
     found = _lint(tmp_path, {"sft.yaml": "model_name_or_path: m\nper_device_train_batch_size: 1\nlearning_rat: 1.0e-5\n", "requirements.txt": "trl==0.18.0\n"})
     assert [f.rule for f in found] == ["unknown-key"]
+
+
+# setup.py: parsed with ast, never run; only requirement lists count.
+SETUP_PY = '''
+import re
+from setuptools import find_packages, setup
+
+print("needs trl==0.8.0 at least")  # not a requirement
+_deps = [
+    "accelerate>=0.29.2",
+    "transformers>=4.39.3,<4.40",
+    "trl==0.9.6",
+]
+deps = {b: a for a, b in (re.findall(r"^(([^!=<>~ ]+)(?:[!=<>~ ].*)?$)", x)[0] for x in _deps)}
+extras = {"deepspeed": ["deepspeed==0.14.4"]}
+setup(
+    name="handbook",
+    description="fine-tune with peft==0.1.0 and more",
+    install_requires=[deps["accelerate"], deps["transformers"], deps["trl"]],
+    extras_require=extras,
+)
+'''
+
+
+def test_setup_py_pins_come_from_its_requirement_lists():
+    got = {fw: (pins.resolve(fw, spec), line) for fw, spec, line in pins.setup_py_requirements(SETUP_PY)}
+    # transformers <4.40 is older than any release the key history holds: no version for it.
+    assert {fw: v for fw, (v, _) in got.items()} == {"accelerate": "1.15.0", "transformers": None, "trl": "0.9.6",
+                                                     "deepspeed": "0.14.4"}
+    assert got["trl"][1] == 9 and got["deepspeed"][1] == 12
+    # The same text read line by line, as before, took the print and the description for pins.
+    assert {fw for fw, _, _ in pins.requirements(SETUP_PY)} >= {"peft"}
+
+
+def test_setup_py_literal_install_requires_and_unparsable_fallback():
+    literal = "from setuptools import setup\nsetup(install_requires=['trl==0.19.1'] + ['peft>=0.15,<0.16'])\n"
+    assert [(fw, pins.resolve(fw, s)) for fw, s, _ in pins.setup_py_requirements(literal)] == [("trl", "0.19.1"), ("peft", "0.15.2")]
+    py2 = "print 'x'\nsetup(install_requires=['trl==0.18.0'])\n"  # Python 2: read as text
+    assert [(fw, s) for fw, s, _ in pins.setup_py_requirements(py2)] == [("trl", "==0.18.0")]
+
+
+def test_setup_py_pins_apply_to_a_config_beside_it(tmp_path):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nDESC = 'trl==1.0.0'\nsetup(install_requires=['trl==0.18.0'], description=DESC)\n")
+    pins._folder_pins.cache_clear()
+    got = pins.pinned(tmp_path / "x.yaml")
+    assert got["trl"][0] == "0.18.0" and got["trl"][1].endswith("setup.py:3")

@@ -8,10 +8,12 @@ is read. The nearest file that names a framework wins. ``==X`` gives X; a range 
 newest release in it that the key history knows; ``--framework-version`` overrides both.
 
 Requirements are found with one pattern that fits requirements*.txt lines, the quoted strings
-of pyproject.toml / setup.py / setup.cfg, and conda's environment.yml (``name=1.2``): the
-files are read as text, never executed. Poetry's caret ranges (``^4.52``) are not read.
+of pyproject.toml / setup.cfg, and conda's environment.yml (``name=1.2``): the files are read as
+text, never executed. setup.py is parsed with ``ast`` (never run) and only the strings of its
+requirement lists count: see setup_py_requirements. Poetry's caret ranges (``^4.52``) are not read.
 """
 
+import ast
 import functools
 import os
 import re
@@ -44,6 +46,60 @@ def requirements(text):
             spec = re.sub(r"(?<![=<>!~])=(?!=)", "==", re.sub(r"\s+", "", m["spec"]))  # conda's name=1.2
             out.append((ALIASES.get(name, name), spec.replace("===", "=="), number))
     return out
+
+
+_SETUP_KEYWORDS = ("install_requires", "extras_require")
+
+
+def setup_py_requirements(text):
+    """[(framework, specifier text, line)] from a setup.py, parsed with ast and never executed.
+
+    Counted: the strings of setup()'s install_requires and extras_require (a literal list, a dict
+    of lists, a sum of lists, or a module-level name holding one), and of any module-level list
+    or dict of strings that the module reads again (the `_deps = [...]` table transformers-style
+    setup.py files index). A requirement-looking string elsewhere (a description, a print) is not
+    a dependency. A file ast cannot parse (Python 2) is read as text like the other files.
+    """
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return requirements(text)
+    assigned = {}
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        for t in targets:
+            if isinstance(t, ast.Name) and node.value is not None:
+                assigned[t.id] = node.value
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    roots = [kw.value for call in ast.walk(tree) if isinstance(call, ast.Call) and _callee(call.func) == "setup"
+             for kw in call.keywords if kw.arg in _SETUP_KEYWORDS]
+    roots += [v for name, v in assigned.items() if name in read and isinstance(v, (ast.List, ast.Tuple, ast.Set, ast.Dict))]
+    found = {}
+    for root in roots:
+        _strings(root, assigned, found, set())
+    return [(fw, spec, line) for (line, _), value in sorted(found.items()) for fw, spec, _ in requirements(value)]
+
+
+def _callee(func):
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def _strings(node, assigned, found, seen):
+    """The string constants of a requirement expression, by (line, column)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        found[(node.lineno, node.col_offset)] = node.value
+    elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        for elt in node.elts:
+            _strings(elt, assigned, found, seen)
+    elif isinstance(node, ast.Dict):
+        for value in node.values:
+            _strings(value, assigned, found, seen)
+    elif isinstance(node, ast.BinOp):
+        _strings(node.left, assigned, found, seen)
+        _strings(node.right, assigned, found, seen)
+    elif isinstance(node, ast.Name) and node.id in assigned and node.id not in seen:
+        seen.add(node.id)
+        _strings(assigned[node.id], assigned, found, seen)
 
 
 def resolve(framework, spec):
@@ -93,7 +149,8 @@ def _folder_pins(folder):
                 text = sources.read_text(path, max_bytes=MAX_BYTES)
             except UserError:
                 continue  # an unreadable dependency file says nothing about versions
-            for fw, spec, line in requirements(text):
+            reqs = setup_py_requirements(text) if path.name == "setup.py" else requirements(text)
+            for fw, spec, line in reqs:
                 if fw in found:
                     continue
                 version = resolve(fw, spec)

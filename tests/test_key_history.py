@@ -145,6 +145,8 @@ def test_an_addition_matches_both_releases():
     ('dependencies = ["deepspeed>=0.16,<0.17", "peft ~= 0.15.0"]\n', {"deepspeed": "0.16.9", "peft": "0.15.2"}),
     ("dependencies:\n  - pip:\n    - accelerate==1.7.0\n  - trl=0.19.1\n", {"accelerate": "1.7.0", "trl": "0.19.1"}),
     ("install_requires=['transformers>=9.0', 'torch==2.6']\n", {}),  # no known release in range, torch not ours
+    ("transformers>=4.32.0,<4.38.0\n", {"transformers": "4.32.0"}),  # older than every release read: the lower bound
+    ("transformers<4.38\n", {}),  # no release it names
     ("# trl==0.18.0\nmy-trl==1.0\ntrl-extras==2\n", {}),
 ])
 def test_requirements_resolve(text, expected):
@@ -252,8 +254,8 @@ setup(
 
 def test_setup_py_pins_come_from_its_requirement_lists():
     got = {fw: (pins.resolve(fw, spec), line) for fw, spec, line in pins.setup_py_requirements(SETUP_PY)}
-    # transformers <4.40 is older than any release the key history holds: no version for it.
-    assert {fw: v for fw, (v, _) in got.items()} == {"accelerate": "1.15.0", "transformers": None, "trl": "0.9.6",
+    # transformers <4.40 is older than any release the key history holds: its lower bound stands for it.
+    assert {fw: v for fw, (v, _) in got.items()} == {"accelerate": "1.15.0", "transformers": "4.39.3", "trl": "0.9.6",
                                                      "deepspeed": "0.14.4"}
     assert got["trl"][1] == 9 and got["deepspeed"][1] == 12
     # The same text read line by line, as before, took the print and the description for pins.

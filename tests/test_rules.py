@@ -166,13 +166,22 @@ def test_bf16_is_fine_on_a_gpu_with_bf16(tmp_path):
 
 def test_removed_trainer_flag_follows_the_named_transformers_version(tmp_path):
     """--warmup_ratio is what a transformers 4.x script takes (the 4.x variant of the HF-script
-    recipes renders it) and what 5.15+ removed: flagged unless the user names a 4.x release."""
+    recipes renders it) and what 5.15+ removed: an error unless the user names (or the repository
+    pins) a release that has it, where it is a warning that an upgrade breaks the script."""
     run = {"run.sh": "#!/bin/bash\ntorchrun --nproc_per_node 2 finetune.py --output_dir o --warmup_ratio 0.01\n"}
-    for sub in "abc":
+    for sub in "abcde":
         (tmp_path / sub).mkdir()
-    assert rule_hits(tmp_path / "a", run, "removed-trainer-flag")
-    assert rule_hits(tmp_path / "b", run, "removed-trainer-flag", framework_versions={"transformers": "5.23.0"})
-    assert rule_hits(tmp_path / "c", run, "removed-trainer-flag", framework_versions={"transformers": "4.32.0"}) == []
+
+    def severities(sub, files=run, **options):
+        return [f.severity for f in rule_hits(tmp_path / sub, files, "removed-trainer-flag", **options)]
+
+    assert severities("a") == ["error"]
+    assert severities("b", framework_versions={"transformers": "5.23.0"}) == ["error"]
+    assert severities("c", framework_versions={"transformers": "4.52.3"}) == ["warning"]  # in the key history
+    assert severities("d", framework_versions={"transformers": "4.32.0"}) == ["warning"]  # older than all of it
+    # The repository's pin counts as the named version does (QwenLM/Qwen's requirements.txt).
+    (tmp_path / "e" / ".git").mkdir()
+    assert severities("e", {**run, "requirements.txt": "transformers>=4.32.0,<4.38.0\n"}) == ["warning"]
 
 
 def test_every_rule_has_doc_and_a_test():

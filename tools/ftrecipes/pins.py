@@ -5,7 +5,8 @@ to a requirements.txt with ``trl==0.18.0`` is judged by TRL 0.18. The files are 
 in the linted file's folder and each parent up to the repository root (the nearest folder
 with ``.git``, or ``root`` when given); without a repository root only the file's own folder
 is read. The nearest file that names a framework wins. ``==X`` gives X; a range gives the
-newest release in it that the key history knows; ``--framework-version`` overrides both.
+newest release in it that the key history knows (a range older than all of them, its lower
+bound); ``--framework-version`` overrides both.
 
 Requirements are found with one pattern that fits requirements*.txt lines, the quoted strings
 of pyproject.toml / setup.cfg, and conda's environment.yml (``name=1.2``): the files are read as
@@ -114,7 +115,15 @@ def resolve(framework, spec):
         return None
     h = versions.key_history(framework)
     inside = [r for r in (h.releases if h else []) if s.contains(r)]
-    return str(max(inside)) if inside else None
+    if inside:
+        return str(max(inside))
+    # A range wholly older than the releases the history read (`>=4.32.0,<4.38.0`) still says
+    # the repository runs an old release: its lower bound is one, and later rules judge what
+    # they can at it (a version older than every sample is never judged as today's).
+    low = [v for op, v in s.clauses if op in (">=", "~=", "==") and not v.endswith(".*")]
+    if h and low and s.contains(low[0]) and versions.parse(low[0]) < h.releases[0]:
+        return low[0]
+    return None
 
 
 def repo_root(folder, root=None):

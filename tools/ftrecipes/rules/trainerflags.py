@@ -1,8 +1,9 @@
 """Trainer flags on a script's command line that today's transformers no longer has."""
 
 from .. import schemas, versions
-from . import ERROR, rule
+from . import ERROR, WARNING, rule
 from .facts import commands, launcher_of
+from .versions import config_versions
 
 # Flags every HF-Trainer script accepts (TrainingArguments): their presence says the script parses
 # its command line with HfArgumentParser(..., TrainingArguments).
@@ -19,15 +20,30 @@ def _removed():
             if isinstance(v, dict) and v.get("not") == {} and not str(v.get("description", "")).startswith("ModelConfig")}
 
 
-def _valid_at_named_version(setup):
-    """Keys the transformers history (schemas/versions.json) finds no error in at the version the
-    user named with --framework-version transformers=X: the schema, made from one 5.x release,
-    cannot judge them there (--warmup_ratio is right for a transformers 4.x script)."""
-    version = setup.options.framework_versions.get("transformers")
-    h = versions.history("transformers")
+def _at_version(name, why, version):
+    """(severity, message) for a flag today's transformers removed, at the transformers version
+    in use (--framework-version, else the repository's pin; None: today's release).
+
+    The schema was made from one 5.x release and cannot judge a 4.x script: the key history of
+    TrainingArguments (schemas/key_history/transformers.json) can. A flag the release in use has
+    is a warning (an upgrade breaks the script), as version-skew words it; a release older than
+    every one read is a warning that says so; otherwise the flag fails at start-up: an error."""
+    error = (ERROR, f"--{name}: {why} (HfArgumentParser refuses flags no dataclass defines)")
+    why = why.rstrip(".")
+    h = versions.key_history("transformers")
     if version is None or h is None:
-        return set()
-    return {k for k in h.tracked() if not any(sev == "error" for sev, _ in h.problems(k, version))}
+        return error
+    at = h.sample_for(version)
+    spans = h.spans(name, h.select("TrainingArguments"))
+    if at is None:
+        first = h.releases[0]
+        gone = "" if any(a == first for a, _ in spans) else f"not in transformers {first}; "
+        return (WARNING, f"--{name}: {gone}{why}; not judged at the transformers in use ({version}), older than every "
+                         f"release the key history read ({first}): today's release refuses it")
+    inside = [b for a, b in spans if a <= at <= b]
+    if not inside:
+        return error
+    return (WARNING, f"--{name}: valid in transformers {version}, not in transformers {h.after(max(inside))} or later: {why}")
 
 
 @rule("removed-trainer-flag", ERROR, "a TrainingArguments flag transformers removed, passed to a training script")
@@ -39,7 +55,9 @@ def removed_trainer_flag(setup):
     (`--evaluation_strategy`, renamed `--eval_strategy`; `--no_cuda`; `--overwrite_output_dir`),
     `parse_args_into_dataclasses` raises "Some specified arguments are not used by the
     HfArgumentParser" at start-up. Checked on commands that run a Python script with at least
-    one TrainingArguments flag, against the transformers release trl.schema.json was made from.
+    one TrainingArguments flag, at the transformers version in use: `--framework-version`,
+    else the one the repository pins (as version-skew), else the release trl.schema.json was
+    made from. A flag the version in use still has is a warning: an upgrade breaks the script.
     """
     removed = None
     for cfg, i, cmd in commands(setup):
@@ -53,8 +71,9 @@ def removed_trainer_flag(setup):
         if not any(name in _TRAINER_MARKERS for _, name in flags):
             continue
         if removed is None:
-            valid = _valid_at_named_version(setup)
-            removed = {k: v for k, v in _removed().items() if k not in valid}
+            removed = _removed()
+        version = config_versions(cfg, setup.options).get("transformers")
         for j, name in flags:
             if name in removed:
-                yield cfg, ("command", i, j), f"--{name}: {removed[name]} (HfArgumentParser refuses flags no dataclass defines)"
+                severity, message = _at_version(name, removed[name], version)
+                yield cfg, ("command", i, j), message, severity

@@ -18,7 +18,7 @@ not: `lax()` widens each scalar type to what pydantic coerces (an integer field 
 true; a float field "1e-5", which PyYAML reads as a string; a boolean 0, 1 and "yes"), measured on
 pydantic 2 with tests/test_parse_behaviour.py. Fields with a `mode="before"` field validator keep
 only their names: the validator rewrites the value before the type applies. Without the import
-(system python, no venv) the schema is names only, as before.
+the generator stops rather than write a names-only schema.
 """
 import ast
 import sys
@@ -103,8 +103,8 @@ def value_schemas(pkg):
         from axolotl.utils.schemas.config import AxolotlConfigWCapabilities as model
         from pydantic.json_schema import GenerateJsonSchema
     except ImportError as exc:
-        print(f"values not checked: cannot import axolotl's models ({exc})", file=sys.stderr)
-        return {}, {}
+        # A names-only schema would silently drop every value check lint has: refuse instead.
+        raise SystemExit(f"cannot import axolotl's models ({exc}): run this with the venv tools/schemagen/README.md describes")
 
     class Generator(GenerateJsonSchema):
         def enum_schema(self, schema):
@@ -141,12 +141,12 @@ def build(pkg):
         keys.update(closure(name, table, seen))
     values, defs = value_schemas(Path(pkg).parent)
     props = {k: {"description": f"axolotl {v}", **values.get(k, {})} for k, v in sorted(keys.items())}
-    what = "types, choices and bounds of the model's fields" if values else "names only"
     schema = closed_object("axolotl.schema.json", "axolotl config",
                            f"axolotl training YAML: the top-level keys of its config models (AxolotlInputConfig and bases, "
                            f"AxolotlConfigWCapabilities, plugin argument models), read from axolotl {version}'s source by "
-                           f"tools/schemagen/axolotl_schema.py ({what}; plugin fields by name). Unknown keys are rejected here "
-                           "because axolotl drops them silently.", {"name": "axolotl", "version": version}, props)
+                           "tools/schemagen/axolotl_schema.py (types, choices and bounds of the model's fields, widened to "
+                           "pydantic's lax coercions; plugin fields by name). Unknown keys are rejected here because axolotl "
+                           "drops them silently.", {"name": "axolotl", "version": version}, props)
     if defs:
         schema["$defs"] = defs
     return schema

@@ -226,10 +226,13 @@ def test_stage_ignored_keys_are_accepted_by_deepspeed(deepspeed_results):
 # A wrong value, one per entry of the value-effect table (formats.Parsing.values): the format,
 # the key path, the finding class lint gives, and the value. The plain test proves lint's message
 # states the table's effect for it; the framework test feeds the same value to the real parser
-# (RAISES: it refuses the file; LATER: it holds the value as written, for the code that uses it).
+# (RAISES: it refuses the file; LATER: it holds the value as written, for the code that uses it;
+# CONVERTS: it never keeps the text: it refuses it or holds the converted value).
 VALUE_CASES = [
     ("deepspeed", ("steps_per_print",), "wrong-type", "ten"),
     ("deepspeed", ("zero_optimization", "overlap_comm"), "wrong-type", "maybe"),
+    ("deepspeed", ("zero_optimization", "overlap_comm"), "wrong-type", 2.5),
+    ("deepspeed", ("zero_optimization", "stage"), "bad-value", "2"),
     ("deepspeed", ("zero_optimization", "stage"), "bad-value", 7),
     ("deepspeed", ("zero_optimization", "reduce_bucket_size"), "out-of-range", -1),
     ("deepspeed", ("activation_checkpointing", "partition_activations"), "wrong-type", "maybe"),
@@ -331,6 +334,8 @@ def _agrees(case, res):
     expected = _value_expected(*case)
     if expected == formats.RAISES:
         return not res["ok"]
+    if expected == formats.CONVERTS:
+        return not res["ok"] or not isinstance(res["facts"]["held"], str)
     return res["ok"] and res["facts"]["held"] == case[3]  # LATER: the value reaches the code as written
 
 

@@ -129,11 +129,12 @@ def _emit_text(value):
 RAISES = "raises"  # the job stops at start-up (or the file is refused when loaded)
 IGNORES = "ignores"  # parsed without a word and never used
 LATER = "later"  # the parser takes it as written; the code that uses the value fails
+CONVERTS = "converts"  # a value written as text: the parser converts what it can read, raises on the rest
 
 
 @dataclass(frozen=True)
 class Effect:
-    kind: str  # RAISES | IGNORES | LATER
+    kind: str  # RAISES | IGNORES | LATER | CONVERTS
     text: str  # how a message states it, naming the code that reads the key
 
 
@@ -218,10 +219,13 @@ _DS_DICTS = ("activation_checkpointing", "aio", "autotuning", "checkpoint", "dat
 _AUTO_RAISES = Effect(RAISES, "DeepSpeed raises a TypeError at start-up")
 _AUTO_LATER = Effect(LATER, "DeepSpeed keeps the string and fails where it uses the number")
 _AUTO_DROPPED = Effect(IGNORES, "DeepSpeed drops it and keeps the default")
-# A wrong value: the pydantic sections validate (lax mode: "2" is taken for 2, "maybe" for a
-# boolean is not); the top level and the key-by-key sections are read with get_scalar_param,
-# which checks nothing, so the value reaches the code that uses it.
+# A wrong value: the pydantic sections validate, in lax mode: text it can read ("2", "true") is
+# converted, other text and every other wrong value raise. The top level and the key-by-key
+# sections are read with get_scalar_param, which checks nothing, so the value reaches the code
+# that uses it.
 _DS_VALUE_RAISES = Effect(RAISES, "DeepSpeed raises at start-up, its model of this section validates the value")
+_DS_VALUE_TEXT = Effect(CONVERTS, "DeepSpeed's model of this section converts text it can read as the type, such as "
+                                  "\"2\" or \"true\", and raises at start-up on the rest")
 _DS_VALUE_LATER = Effect(LATER, "DeepSpeed reads it unchecked; the code that uses it gets the value as written")
 DEEPSPEED_PARSING = Parsing(
     _DS_IGNORES,
@@ -229,7 +233,8 @@ DEEPSPEED_PARSING = Parsing(
     auto=tuple(((k,), _AUTO_RAISES) for k in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"))
     + tuple(((k,), _AUTO_LATER) for k in ("gradient_clipping", "optimizer", "scheduler"))
     + tuple(((s,), _AUTO_DROPPED) for s in _DS_MODELS),
-    values=(ValueEffect((), _DS_VALUE_LATER),) + tuple(ValueEffect((s,), _DS_VALUE_RAISES) for s in _DS_MODELS)
+    values=(ValueEffect((), _DS_VALUE_LATER),) + tuple(ValueEffect((s,), _DS_VALUE_RAISES, text=False) for s in _DS_MODELS)
+    + tuple(ValueEffect((s,), _DS_VALUE_TEXT, text=True) for s in _DS_MODELS)
     + tuple(ValueEffect((s,), _DS_VALUE_LATER) for s in _DS_DICTS),
 )
 # accelerate's ClusterConfig.from_yaml_file refuses unknown top-level keys; `accelerate launch`

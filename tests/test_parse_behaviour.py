@@ -240,6 +240,7 @@ VALUE_CASES = [
     ("accelerate", ("compute_environment",), "bad-value", "LOCAL"),
     ("accelerate", ("deepspeed_config", "zero_stage"), "bad-value", 7),
     ("trl", ("per_device_train_batch_size",), "wrong-type", "two"),
+    ("trl", ("per_device_train_batch_size",), "wrong-type", "2"),
     ("trl", ("bf16",), "wrong-type", "maybe"),
     ("trl", ("per_device_train_batch_size",), "wrong-type", 2.5),
     ("trl", ("packing_strategy",), "bad-value", "ffd"),

@@ -269,7 +269,8 @@ def _hf_values(rest):
 TRL_PARSING = Parsing(
     Effect(RAISES, "TrlParser stops with an error"),
     values=_hf_values((
-        ValueEffect((), Effect(RAISES, "TrlParser stops, argparse cannot convert the text"), frozenset({"wrong-type"}), text=True),
+        ValueEffect((), Effect(CONVERTS, "TrlParser has argparse convert text it can read as the type, such as \"2\" or "
+                                         "\"true\", and stops on the rest"), frozenset({"wrong-type"}), text=True),
         ValueEffect((), Effect(LATER, "TrlParser takes it unchecked; the trainer gets the value as written"), text=None),
     )),
 )

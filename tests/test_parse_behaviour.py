@@ -254,6 +254,7 @@ VALUE_CASES = [
     ("axolotl", ("micro_batch_size",), "wrong-type", 2.5),
     ("axolotl", ("rl",), "bad-value", "dpoo"),
     ("axolotl", ("sample_packing",), "wrong-type", "maybe"),
+    ("axolotl", ("relora_prune_ratio",), "out-of-range", 1.5),  # ReLoRAConfig: Field(ge=0, le=1)
 ]
 # Values pydantic's lax mode coerces: axolotl takes them, so lint must not flag them.
 AXOLOTL_LAX = [(("sequence_len",), "4096"), (("sample_packing",), "yes"), (("learning_rate",), "2e-5"),

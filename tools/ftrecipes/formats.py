@@ -156,10 +156,11 @@ class ValueEffect:
 
 @dataclass(frozen=True)
 class Parsing:
-    """How one framework reads unknown keys, per section of its file.
+    """How one framework reads unknown keys and wrong values, per section of its file.
 
     Verified against the real parsers by tests/frameworks/truth_parsing.py (one unknown key per
-    section, fed to DeepSpeedConfig, ClusterConfig.from_yaml_file, TrlParser, get_train_args).
+    section, and one wrong value per value-effect class, fed to DeepSpeedConfig,
+    ClusterConfig.from_yaml_file, TrlParser, get_train_args, axolotl's AxolotlInputConfig).
     A section not listed here states no effect: no claim is better than a guessed one.
     """
 

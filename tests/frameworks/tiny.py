@@ -8,7 +8,7 @@ tokenizer is a byte-level BPE trained here on generated text.
     from tiny import make_tiny_assets
     paths = make_tiny_assets("/tmp/x")      # model/, sft.jsonl, dpo.jsonl, prompts.jsonl
 
-CLI:  python tests/frameworks/tiny.py OUTDIR [--arch qwen2|llama]
+CLI:  python tests/frameworks/tiny.py OUTDIR [--arch qwen2|llama|mistral]
 """
 from __future__ import annotations
 
@@ -121,8 +121,10 @@ def make_tiny_model(out_dir, arch: str = "qwen2", hidden_size: int = 64, num_lay
         cfg = transformers.Qwen2Config(**common)
     elif arch == "llama":
         cfg = transformers.LlamaConfig(**common)
+    elif arch == "mistral":
+        cfg = transformers.MistralConfig(**common)
     else:
-        raise ValueError(f"unknown arch {arch!r} (qwen2|llama)")
+        raise ValueError(f"unknown arch {arch!r} (qwen2|llama|mistral)")
     torch.manual_seed(seed)
     model = transformers.AutoModelForCausalLM.from_config(cfg)
     model = model.to(getattr(torch, dtype))
@@ -241,7 +243,7 @@ if __name__ == "__main__":
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out_dir")
-    ap.add_argument("--arch", default="qwen2", choices=["qwen2", "llama"])
+    ap.add_argument("--arch", default="qwen2", choices=["qwen2", "llama", "mistral"])
     ap.add_argument("-n", type=int, default=64)
     a = ap.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

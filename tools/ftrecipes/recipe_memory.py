@@ -21,7 +21,6 @@ def estimate(recipe, overrides=None, memory=None):
     overrides = overrides or {}
     resolved = values.resolve(recipe, overrides)
     ctx = derive.derive(recipe, resolved, [f"{k}={v}" for k, v in overrides.items()])
-    [(_, ds_text)] = render.render(recipe, overrides, only=recipe.primary.name, check=False)
     hw = recipe.meta["hardware"]
     meta = {
         "model": recipe.meta["model"]["name"],
@@ -30,12 +29,21 @@ def estimate(recipe, overrides=None, memory=None):
         "framework": recipe.meta["framework"]["stack"],
         "world_size": ctx["world_size"],
         "gpus_per_node": resolved.get("gpus_per_node", hw["gpus_per_node"]),
-        "deepspeed": json.loads(ds_text),
     }
+    if recipe.primary.format == "deepspeed":
+        [(_, ds_text)] = render.render(recipe, overrides, only=recipe.primary.name, check=False)
+        meta["deepspeed"] = json.loads(ds_text)
+    else:
+        # No DeepSpeed: the trainer's own config carries what the estimate needs (4-bit base,
+        # optimizer, wrapper), read as `estimate --config` reads it.
+        from .memory.configs import from_rendered
+
+        rendered = render.render(recipe, overrides, check=False)
+        meta["setup"] = from_rendered([(f.name, f.format, text) for f, text in rendered])
     if hw.get("host_ram_gib"):
         meta["host_ram_gb"] = hw["host_ram_gib"]
     if memory:
-        meta["setup"] = memory
+        meta["setup"] = {**meta.get("setup", {}), **memory}
     try:
         return estimate_from_values(resolved, meta)
     except (KeyError, ValueError) as exc:

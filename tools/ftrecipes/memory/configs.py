@@ -179,7 +179,8 @@ def from_trl(f: _File) -> dict:
 def _trl_fields(f: _File, method: str, seq: int) -> dict:
     out = {"trainer": "trl", "method": method, "framework": "deepspeed" if f.get("deepspeed") else "ddp",
            "seq_len": seq, "micro_batch": f.int("per_device_train_batch_size", default=8),
-           "gradient_checkpointing": bool(f.get("gradient_checkpointing", default=True)),
+           # transformers 5.23 renamed gradient_checkpointing to activation_checkpointing (old name an alias)
+           "gradient_checkpointing": bool(f.get("activation_checkpointing", "gradient_checkpointing", default=True)),
            "precision": _precision(f), "optimizer": _optimizer(f), "model": _model(f.get("model_name_or_path")),
            "attn_implementation": f.get("attn_implementation")}
     if f.get("use_peft") is True or f.get("lora_r") is not None:
@@ -347,6 +348,23 @@ def read(paths) -> tuple[dict, dict]:
     if out.pop("_unbounded_prompt", False) and bound:
         out["seq_len"] = bound
     return ds, out
+
+
+def from_rendered(files) -> dict:
+    """Setup fields from a recipe's rendered trainer and launcher configs, [(name, kind, text)]:
+    what `estimate --config` reads from the same files, for recipes whose settings (4-bit base,
+    optimizer, one process without DeepSpeed) live in a trainer config rather than a DeepSpeed
+    JSON. accelerate's distributed_type is applied last: it, not the trainer, decides the wrapper."""
+    from .. import formats, lint, sources
+
+    out: dict = {}
+    ordered = sorted(files, key=lambda f: f[1] == "accelerate")
+    for name, kind, text in ordered:
+        if kind not in _MAPPERS or formats.FORMATS[kind].syntax not in ("yaml", "json"):
+            continue
+        cfg = lint.Config(name, kind, sources.parse(text, name, formats.FORMATS[kind].syntax))
+        out.update({k: v for k, v in _MAPPERS[kind](_File(cfg)).items() if v is not None})
+    return out
 
 
 def _deepspeed_from_cwd(cfg, found) -> list:

@@ -18,6 +18,7 @@ OVERRIDES = {
     "qwen7b-dpo-v100x8": [["gpus_per_node=4", "grad_accum=8"], ["seq_len=1024", "lora_rank=16", "lora_alpha=32", "beta=0.05"], ["precision=fp32", "expandable_segments=false"], ["nodes=2", "grad_accum=2"]],
     "qwen7b-lora-zero2-a100x2": [["seq_len=4096", "micro_batch_size=1", "grad_accum=16"], ["gpus_per_node=8", "grad_accum=2"], ["lora_rank=16", "lora_alpha=32", "lora_target=c_attn,c_proj"], ["nodes=2", "gpus_per_node=8"], ["transformers_version=4.32.0"], ["transformers_version=4.57.6", "nodes=2"]],
     "minicpmv-full-a100-40gx2": [["seq_len=4096", "max_slice_nums=4"], ["gpus_per_node=4", "grad_accum=2"], ["llm_type=qwen2", "learning_rate=2e-6", "pin_memory=false"], ["nodes=2"], ["transformers_version=4.44.2"]],
+    "mistral7b-qlora-4090x1": [["micro_batch_size=1", "grad_accum=8"], ["seq_len=4096", "lora_rank=16", "lora_alpha=32"], ["lora_target=q_proj,k_proj,v_proj,o_proj", "gradient_checkpointing=false"]],
 }
 DEFAULT_OVERRIDES = [["micro_batch_size=2", "grad_accum=2"], ["seq_len=1024"]]
 
@@ -159,3 +160,32 @@ def test_vllm_serve_command_is_checked_by_vllms_own_parser(tmp_path):
     assert not choice["ok"] and "invalid choice: 'processed_logprob'" in choice["error"], choice
     assert not dev["ok"] and "VLLM_SERVER_DEV_MODE" in dev["error"], dev
     assert not wt["ok"] and "nccl" in wt["error"], wt
+
+
+def test_trl_qlora_launch_gives_the_trainer_nf4_and_the_recipes_lora(truth_results):
+    """mistral7b-qlora-4090x1's launch line through accelerate's launch parser and TRL's SFT parser;
+    TRL's own get_quantization_config / get_peft_config then build what SFTTrainer receives: NF4
+    with nested quantisation computing in bf16 (dtype), LoRA r32/alpha16 on every linear layer."""
+    [res] = [v for k, v in truth_results.items() if k[0] == "mistral7b-qlora-4090x1" and not k[1] and k[3] == "trl-launch"]
+    assert res["ok"], res["error"]
+    f = res["facts"]
+    assert (f["script"], f["num_processes"], f["distributed_type"]) == ("trl.scripts.sft", 1, "NO")
+    assert f["quantization"] == {"load_in_4bit": True, "quant_type": "nf4", "double_quant": True, "compute_dtype": "torch.bfloat16"}
+    assert f["lora"] == {"r": 32, "alpha": 16, "dropout": 0.05, "target_modules": "all-linear"}
+    assert (f["optim"], f["bf16"], f["fp16"], f["activation_checkpointing"]) == ("adamw_bnb_8bit", True, False, True)
+    assert (f["micro_batch"], f["grad_accum"], f["max_length"], f["packing"]) == (2, 4, 8192, True)
+
+
+def test_trl_launch_check_can_fail(tmp_path):
+    """TRL's ModelConfig refuses 4-bit and 8-bit loading together, and its parser an unknown key."""
+    _, jobs = jobs_for("mistral7b-qlora-4090x1", [], tmp_path / "render")
+    [(_, job)] = [(n, j) for n, j in jobs if j["check"] == "trl-launch"]
+    sft = tmp_path / "render" / "sft.yaml"
+    both = tmp_path / "render" / "both.yaml"
+    both.write_text(sft.read_text() + "load_in_8bit: true\n")
+    typo = tmp_path / "render" / "typo.yaml"
+    typo.write_text(sft.read_text().replace("bnb_4bit_quant_type:", "bnb_4bit_quant_typ:"))
+    cases = [{**job, "argv": [str(p) if w == "sft.yaml" else w for w in job["argv"]]} for p in (both, typo)]
+    res_both, res_typo = run_truth("trl", cases, tmp_path, timeout=600)
+    assert not res_both["ok"] and "8 bit and 4 bit" in res_both["error"], res_both
+    assert not res_typo["ok"] and "bnb_4bit_quant_typ" in res_typo["error"], res_typo

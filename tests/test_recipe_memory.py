@@ -66,3 +66,30 @@ def test_a10g_recipe_story_agrees_with_the_memory_model():
     assert verdict("offload_optimizer=none", "nodes=2", "grad_accum=8") == "oom"
     assert verdict("offload_optimizer=none", "nodes=4", "grad_accum=4") in ("fits", "tight")
     assert verdict() in ("fits", "tight")
+
+
+def test_qlora_recipe_is_estimated_from_its_trainer_files(run_cli, tmp_path):
+    """mistral7b-qlora-4090x1 has no DeepSpeed file: the 4-bit base, double quantisation, 8-bit
+    AdamW and the one-process wrapper come from its rendered sft.yaml and accelerate.yaml, read as
+    `estimate --config` reads them, so both ways give the same figure."""
+    r = recipe.load("mistral7b-qlora-4090x1")
+    res = recipe_memory.estimate(r)
+    s = res.setup
+    assert (s.quantization, s.double_quant, s.optimizer, s.framework, s.trainer) == ("4bit", True, "adamw_8bit", "torch", "trl")
+    assert (s.gpus, s.micro_batch, s.seq_len, s.lora_rank, s.gradient_checkpointing) == (1, 2, 8192, 32, True)
+    code, out, _ = run_cli("estimate", "--config", str(r.dir / "rendered" / "sft.yaml"), "--config",
+                           str(r.dir / "rendered" / "accelerate.yaml"), "--model", "Mistral-7B", "--gpu", "RTX-4090", "--json")
+    assert code == 0 and json.loads(out)["gpu_card_bytes"] == res.to_json()["gpu_card_bytes"]
+
+
+def test_qlora_recipe_postmortem_micro_batch_4_is_oom(run_cli):
+    """axolotl PR #708: micro batch 4 of packed 8,192-token sequences did not fit a 24 GB RTX 4090,
+    micro batch 2 did. The memory model agrees on both; a 16-bit base (what-if quantization=none)
+    does not fit either, which is why the recipe is QLoRA."""
+    code, out, _ = run_cli("estimate", "mistral7b-qlora-4090x1", "--json")
+    assert code == 0 and json.loads(out)["verdict"] == "fits"
+    code, out, _ = run_cli("estimate", "mistral7b-qlora-4090x1", "--set", "micro_batch_size=4", "--json")
+    j = json.loads(out)
+    assert code == 3 and j["verdict"] == "oom" and j["remedies"][0]["verdict"] == "fits"
+    code, out, _ = run_cli("estimate", "mistral7b-qlora-4090x1", "--set", "quantization=none", "--json")
+    assert code == 3 and json.loads(out)["verdict"] == "oom"

@@ -18,6 +18,12 @@ if os.environ.get("FTRECIPES_PROBE"):
 
     ftrecipes_probe.install()
 
+if os.environ.get("FTRECIPES_TRAINER_PROBE"):
+    import ftrecipes_probe
+    import trainer_probe
+
+    trainer_probe.install(ftrecipes_probe.on_import, ftrecipes_probe.record)
+
 if os.environ.get("FTRECIPES_CPU_DS_COMM"):
     import cpu_ds_comm
     import ftrecipes_probe

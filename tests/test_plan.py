@@ -93,6 +93,18 @@ def test_pm1_grpo_lora_eight_h100_fits():
     assert top.setup.vllm_mode in ("colocate", "server") and top.speed.parts["generation"] > 0
 
 
+def test_recipe_mistral7b_qlora_one_4090_halves_the_micro_batch():
+    """Recipe mistral7b-qlora-4090x1 (axolotl PR #708): QLoRA at 8,192 packed tokens on one 24 GB
+    card ran out of memory at micro batch 4 and fits at 2. The plan must not propose micro 4 in
+    GPU memory, and the recipe's own setup (single GPU, micro 2 x accum 4) must be a candidate."""
+    ranked = plan.search(_base("Mistral-7B", "RTX-4090", 1, 1, 8192, None), "qlora", "trl", 8, 16)
+    assert ranked and estimate(ranked[0].setup).verdict != "oom"
+    top = ranked[0].setup
+    assert top.quantization == "4bit" and top.micro_batch <= 2
+    assert any(c.setup.framework == "torch" and (c.setup.micro_batch, c.setup.grad_accum) == (2, 4) for c in ranked)
+    assert not any(c.setup.micro_batch == 4 and c.setup.offload_param == "none" for c in ranked)
+
+
 def test_recipe_lora_zero2_two_a100():
     top = _top("Qwen-7B-Chat", "A100-80GB", 2, "lora", 2048, 32, "trl")
     assert top.setup.lora_rank == 16 and top.memory.verdict == "fits"

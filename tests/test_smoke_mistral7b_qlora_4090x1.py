@@ -7,9 +7,8 @@ bitsandbytes 0.50's CPU backend runs the 4-bit layers (its PyTorch implementatio
 dequantisation and matmul), so this is real QLoRA training: frozen 4-bit base, LoRA adapters,
 backward through the 4-bit layers, 8-bit AdamW steps.
 
-Not exercised on CPU: bitsandbytes' CUDA kernels, flash attention (sdpa instead, so packed
-sequences attend across their boundaries here), paged optimizer memory (not used by this
-recipe's adamw_bnb_8bit), real GPU memory.
+Not exercised on CPU: bitsandbytes' CUDA kernels, flash attention (sdpa instead), real GPU
+memory.
 """
 
 import math

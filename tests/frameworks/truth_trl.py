@@ -8,6 +8,18 @@ CPU_ARGS = ["--use_cpu", "true"]
 
 @check("trl-launch")
 def trl_launch(job):
+    """The command runs from the rendered folder (launch.sh cds there): its paths resolve from it."""
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(job["cwd"])
+    try:
+        return _trl_launch(job)
+    finally:
+        os.chdir(cwd)
+
+
+def _trl_launch(job):
     import importlib
 
     from accelerate.commands.config.config_args import load_config_from_file

@@ -182,3 +182,30 @@ def test_param_counts_from_shapes():
     assert model("Qwen/Qwen2.5-7B-Instruct").param_count() == 7_615_616_512
     assert model("Llama-3-8B").param_count() == 8_030_261_248
     assert model("meta-llama/Meta-Llama-3-8B-Instruct").param_count() == 8_030_261_248
+
+
+# --- axolotl PR #708 (recipe mistral7b-qlora-4090x1) ----------------------------------------
+# examples/mistral/qlora.yml: Mistral-7B, load_in_4bit (NF4, double quantisation), LoRA r32 on every
+# linear layer, sequence_len 8192 with sample packing padded to it, gradient checkpointing, flash
+# attention, adamw_bnb_8bit, bf16, one process on one RTX 4090. micro_batch_size 4 -> 2 made it fit.
+def _axolotl_qlora(micro):
+    return Setup(model="Mistral-7B", gpu="RTX-4090", gpus=1, nodes=1, seq_len=8192, micro_batch=micro,
+                 precision="bf16", framework="torch", gradient_checkpointing=True,
+                 attn_implementation="flash_attention_2", quantization="4bit", double_quant=True,
+                 lora_rank=32, lora_target="all", optimizer="adamw_8bit", method="sft", trainer="hf")
+
+
+def test_axolotl_708_micro_batch_4_ooms_and_2_fits():
+    four, two = estimate(_axolotl_qlora(4)), estimate(_axolotl_qlora(2))
+    assert four.verdict == "oom" and two.verdict == "fits"
+
+
+def test_axolotl_708_activations_not_model_states_grow_past_the_card():
+    """With a 4-bit base the weights are a small part of the peak; what micro 4 adds is activation
+    memory (checkpointed layer inputs, the recomputed layer, the logits of 32,768 tokens)."""
+    four, two = estimate(_axolotl_qlora(4)), estimate(_axolotl_qlora(2))
+    p4, p2 = phase(four, "backward"), phase(two, "backward")
+    assert p4.by_category["params"] == p2.by_category["params"] < 5 * GiB
+    grown = {c: p4.by_category[c] - p2.by_category[c] for c in p4.by_category}
+    assert grown["activations"] + grown["temporaries"] == pytest.approx(sum(grown.values()))
+    assert four.gpu_peak_bytes > four.gpu_bytes > two.gpu_peak_bytes

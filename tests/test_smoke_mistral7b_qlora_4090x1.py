@@ -3,9 +3,10 @@
 Overrides (recipe.yaml `smoke:`): tiny local Mistral-shaped model and prompt-completion data,
 seq_len 64, 3 optimizer steps; the recipe's micro batch (2), accumulation (4), LoRA settings,
 packing, optimizer and 4-bit settings are kept. CPU necessities: use_cpu, sdpa attention.
-bitsandbytes 0.50's CPU backend runs the 4-bit layers (its PyTorch implementation of NF4
-dequantisation and matmul), so this is real QLoRA training: frozen 4-bit base, LoRA adapters,
-backward through the 4-bit layers, 8-bit AdamW steps.
+bitsandbytes 0.50.2 registers CPU kernels for its 4-bit ops (bitsandbytes/backends/cpu/ops.py:
+dequantize_4bit, gemv_4bit, the 8-bit blockwise optimizer update; quantize_4bit and gemm_4bit come
+from backends/default/ops.py in PyTorch), so this is real QLoRA training: frozen NF4 base, LoRA
+adapters, backward through the 4-bit layers, 8-bit AdamW steps.
 
 Not exercised on CPU: bitsandbytes' CUDA kernels, flash attention (sdpa instead), real GPU
 memory.

@@ -135,3 +135,23 @@ def test_fsdp2_truth_checks_can_fail(tmp_path):
     assert (facts["use_fsdp"], facts["fsdp_version"], facts["mixed_precision"]) == ("true", "2", "no"), facts
     assert facts["world_size"] == 2 and facts["script_args"] == ["sft.yaml"], facts
     assert results[4]["facts"]["pure_bf16"] and results[4]["facts"]["compute_dtype"] == "torch.bfloat16"
+
+
+def test_memory_model_reads_fsdp2_from_the_rendered_files():
+    """The README's memory figures: the estimate takes FSDP2 from fsdp2.yaml and pure_bf16 from
+    sft.yaml (no DeepSpeed config to read), so the bf16 base is halved over the two cards; the
+    accelerate-1.11 upcast (frozen base fp32) does not fit, and neither does DDP at 4,096 tokens."""
+    from ftrecipes import recipe, recipe_memory
+
+    r = recipe.load(NAME)
+    j = recipe_memory.estimate(r).to_json()
+    assert (j["setup"]["framework"], j["setup"]["trainer"], j["setup"]["master_weights"]) == ("fsdp2", "llamafactory", False)
+    base = j["params"] - j["trainable_params"]
+    setup = next(p for p in j["phases"] if p["name"] == "setup")
+    # bf16 base halved (2 bytes / 2 cards) plus fp32 adapters halved
+    assert setup["by_category"]["params"] == base * 2 / 2 + j["trainable_params"] * 4 / 2
+    assert j["verdict"] == "fits"
+    upcast = recipe_memory.estimate(r, memory={"load_dtype": "fp32", "master_weights": True}).to_json()
+    assert upcast["verdict"] == "oom"
+    assert recipe_memory.estimate(r, {"seq_len": 4096}).to_json()["verdict"] == "fits"
+    assert recipe_memory.estimate(r, {"seq_len": 4096}, memory={"framework": "ddp"}).to_json()["verdict"] == "oom"

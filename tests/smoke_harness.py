@@ -42,13 +42,14 @@ def render_into(name, sets, run_dir):
     return r
 
 
-def make_assets(stack, out_dir, arch="qwen2"):
-    """Tiny model + tokenizer + data sets, built inside the stack's venv."""
+def make_assets(stack, out_dir, arch="qwen2", **model_kw):
+    """Tiny model + tokenizer + data sets, built inside the stack's venv. model_kw: tiny.make_tiny_model
+    arguments (dtype="bfloat16" saves the weights in bf16, as real checkpoints are)."""
     python = devenv.ensure_env(stack)
     code = (
         "import json, sys; sys.path.insert(0, %r); from tiny import make_tiny_assets; "
-        "print(json.dumps({k: str(v) for k, v in make_tiny_assets(%r, arch=%r).items()}))"
-        % (str(FRAMEWORKS), str(out_dir), arch)
+        "print(json.dumps({k: str(v) for k, v in make_tiny_assets(%r, arch=%r, **%r).items()}))"
+        % (str(FRAMEWORKS), str(out_dir), arch, model_kw)
     )
     proc = subprocess.run([str(python), "-c", code], env=devenv.run_env(stack), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

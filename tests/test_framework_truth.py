@@ -17,6 +17,7 @@ OVERRIDES = {
     "llama8b-sft-a10gx4": [["micro_batch_size=2", "grad_accum=8"], ["gpus_per_node=8", "grad_accum=8"], ["offload_optimizer=none", "zero_stage=2"], ["precision=fp16", "seq_len=4096"], ["openrlhf_version=0.10.2"], ["nodes=2", "grad_accum=8"]],
     "qwen7b-dpo-v100x8": [["gpus_per_node=4", "grad_accum=8"], ["seq_len=1024", "lora_rank=16", "lora_alpha=32", "beta=0.05"], ["precision=fp32", "expandable_segments=false"], ["nodes=2", "grad_accum=2"]],
     "qwen7b-lora-zero2-a100x2": [["seq_len=4096", "micro_batch_size=1", "grad_accum=16"], ["gpus_per_node=8", "grad_accum=2"], ["lora_rank=16", "lora_alpha=32", "lora_target=c_attn,c_proj"], ["nodes=2", "gpus_per_node=8"], ["transformers_version=4.32.0"], ["transformers_version=4.57.6", "nodes=2"]],
+    "llama8b-lora-fsdp2-4090x2": [["seq_len=4096", "grad_accum=4"], ["offload_param=cpu", "attn_implementation=flash_attention_2"], ["lora_rank=16", "lora_alpha=32", "lora_target=q_proj,v_proj", "gpus_per_node=4", "grad_accum=4"]],
     "minicpmv-full-a100-40gx2": [["seq_len=4096", "max_slice_nums=4"], ["gpus_per_node=4", "grad_accum=2"], ["llm_type=qwen2", "learning_rate=2e-6", "pin_memory=false"], ["nodes=2"], ["transformers_version=4.44.2"]],
     "mistral7b-qlora-4090x1": [["micro_batch_size=1", "grad_accum=8"], ["seq_len=4096", "lora_rank=16", "lora_alpha=32"], ["lora_target=q_proj,k_proj,v_proj,o_proj", "gradient_checkpointing=false"]],
 }

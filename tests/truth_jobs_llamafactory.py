@@ -4,7 +4,10 @@
   + template name + HF Trainer's ds.json agreement at the recipe's world size;
 - a launch-script command `... llamafactory-cli train X.yaml` -> "llamafactory-launch": the
   script's env assignments through LLaMA-Factory's own launcher (torchrun world size = the
-  recipe's, and X.yaml is the rendered LLaMA-Factory file).
+  recipe's, and X.yaml is the rendered LLaMA-Factory file);
+- `accelerate launch --config_file A.yaml -m llamafactory.launcher X.yaml` ->
+  "llamafactory-accelerate-launch": accelerate's own launch code up to the torchrun start (FSDP
+  version, mixed precision and process count the workers get; X.yaml the rendered file).
 The ds.json itself is checked by the generic "deepspeed" builder, in the recipe's stack venv.
 """
 
@@ -13,7 +16,11 @@ from truth_jobs import builder, command
 
 @builder("llamafactory")
 def _llamafactory(ctx, path, text):
-    return [{"check": "llamafactory", "path": str(path), "world_size": ctx["world_size"]}]
+    from ftrecipes.memory import catalog
+
+    # Whether the recipe's GPU has bf16 (LLaMA-Factory's pure_bf16 check asks the machine's GPU).
+    gpu_bf16 = catalog.gpu(ctx["_recipe"].meta["hardware"]["gpu"]).bf16
+    return [{"check": "llamafactory", "path": str(path), "world_size": ctx["world_size"], "gpu_bf16": gpu_bf16}]
 
 
 @command(lambda w: len(w) >= 2 and w[0] in ("llamafactory-cli", "lmf") and w[1] == "train")
@@ -28,3 +35,10 @@ def _llamafactory_cli(ctx, path, cmd):
         "devices_per_node": ctx["gpus_per_node"],
         "llamafactory_files": lf_files,
     }]
+
+
+@command(lambda w: w[:2] == ["accelerate", "launch"] and "llamafactory.launcher" in w)
+def _llamafactory_accelerate(ctx, path, cmd):
+    lf_files = [f.name for f in ctx["_recipe"].files if f.format == "llamafactory"]
+    return [{"check": "llamafactory-accelerate-launch", "args": cmd.words[2:], "world_size": ctx["world_size"],
+             "llamafactory_files": lf_files}]

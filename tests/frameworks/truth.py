@@ -91,6 +91,8 @@ def accelerate_config(job):
         "num_processes": cfg.num_processes,
         "num_machines": cfg.num_machines,
         "deepspeed_config": cfg.deepspeed_config,
+        "mixed_precision": str(getattr(cfg.mixed_precision, "value", cfg.mixed_precision)),
+        "fsdp_config": cfg.fsdp_config,
     }
 
 

@@ -140,9 +140,18 @@ def llamafactory_config(job):
         raise ValueError(f"template: {data['template']!r} is not a LLaMA-Factory template "
                          f"({len(TEMPLATES)} known; close: {', '.join(near) or 'none'})")
     _one_process_dist_env()
+    # pure_bf16 is refused unless the GPU reports bf16 (parser.is_torch_bf16_gpu_available); this
+    # machine has none, so the answer is the recipe's GPU's (gpu_bf16 from the memory catalog).
+    real_bf16 = lf_parser.is_torch_bf16_gpu_available
+    if "gpu_bf16" in job:
+        lf_parser.is_torch_bf16_gpu_available = lambda: bool(job["gpu_bf16"])
     # The YAML names ds.json relative to the folder llamafactory-cli runs in.
+    try:
+        with _cwd(job.get("cwd") or os.path.dirname(job["path"])):
+            model_args, data_args, training_args, finetuning_args, _ = get_train_args(dict(data))
+    finally:
+        lf_parser.is_torch_bf16_gpu_available = real_bf16
     with _cwd(job.get("cwd") or os.path.dirname(job["path"])):
-        model_args, data_args, training_args, finetuning_args, _ = get_train_args(dict(data))
         facts = {
             "stage": finetuning_args.stage,
             "finetuning_type": finetuning_args.finetuning_type,
@@ -155,6 +164,8 @@ def llamafactory_config(job):
             "deepspeed": training_args.deepspeed,
             "per_device_train_batch_size": training_args.per_device_train_batch_size,
             "gradient_accumulation_steps": training_args.gradient_accumulation_steps,
+            "pure_bf16": bool(finetuning_args.pure_bf16),
+            "compute_dtype": str(model_args.compute_dtype),
         }
         if training_args.deepspeed:
             world = int(job["world_size"])
@@ -256,4 +267,66 @@ def llamafactory_launch(job):
         else:
             # "auto" batch values: HF fills them from the running world size; nothing to compare.
             facts["ds_world_size"] = "auto"
+    return facts
+
+
+@check("llamafactory-accelerate-launch")
+def llamafactory_accelerate_launch(job):
+    """`accelerate launch --config_file X.yaml -m llamafactory.launcher Y.yaml` through accelerate's
+    own parser, validation and launch-environment code (accelerate/commands/launch.py); only the
+    final torchrun start (torch.distributed.run.run) is intercepted. What the workers would get:
+    FSDP on and its version, mixed precision, process count, and the rendered LLaMA-Factory file."""
+    import yaml
+    import torch.distributed.run as distrib_run
+    from accelerate.commands import launch as acc_launch
+
+    started = []
+
+    def fake_run(args):
+        started.append({"args": args, "env": dict(os.environ)})
+
+    saved_env, saved_run = dict(os.environ), distrib_run.run
+    try:
+        for key in [k for k in os.environ if k.startswith(("ACCELERATE_", "FSDP_"))]:
+            os.environ.pop(key)  # only what the launch itself sets
+        distrib_run.run = fake_run
+        with _cwd(job.get("cwd") or "."):
+            args = acc_launch.launch_command_parser().parse_args(list(job["args"]))
+            acc_launch.launch_command(args)
+    finally:
+        distrib_run.run = saved_run
+        os.environ.clear()
+        os.environ.update(saved_env)
+    if len(started) != 1:
+        raise ValueError(f"accelerate launch {' '.join(job['args'])} did not start torchrun's multi-process launch "
+                         f"(started {len(started)}; FSDP on this machine needs the GPU path)")
+    ns, env = started[0]["args"], started[0]["env"]
+    nnodes, nproc = int(str(ns.nnodes).split(":")[-1]), int(ns.nproc_per_node)
+    script_args = list(ns.training_script_args)
+    facts = {"module": bool(ns.module), "script": ns.training_script, "script_args": script_args,
+             "nnodes": nnodes, "nproc_per_node": nproc, "world_size": nnodes * nproc,
+             "use_fsdp": env.get("ACCELERATE_USE_FSDP"), "fsdp_version": env.get("FSDP_VERSION"),
+             "mixed_precision": env.get("ACCELERATE_MIXED_PRECISION"),
+             "fsdp_offload_params": env.get("FSDP_OFFLOAD_PARAMS"),
+             "fsdp_reshard_after_forward": env.get("FSDP_RESHARD_AFTER_FORWARD"),
+             "fsdp_auto_wrap_policy": env.get("FSDP_AUTO_WRAP_POLICY"),
+             "fsdp_state_dict_type": env.get("FSDP_STATE_DICT_TYPE"),
+             "fsdp_cpu_ram_efficient_loading": env.get("FSDP_CPU_RAM_EFFICIENT_LOADING"),
+             "master_port": ns.master_port}
+    if facts["world_size"] != int(job["world_size"]):
+        raise ValueError(f"accelerate starts {nnodes} x {nproc} = {facts['world_size']} processes, but the "
+                         f"recipe's world size is {job['world_size']}")
+    if not (ns.module and ns.training_script == "llamafactory.launcher"):
+        raise ValueError(f"accelerate launch runs {ns.training_script!r} (module: {ns.module}), not -m llamafactory.launcher")
+    if not script_args or script_args[0] not in job["llamafactory_files"]:
+        raise ValueError(f"llamafactory.launcher trains {script_args[:1]}, not the recipe's rendered file "
+                         f"({', '.join(job['llamafactory_files'])})")
+    with open(os.path.join(job.get("cwd") or ".", script_args[0]), encoding="utf-8") as fh:
+        cfg = yaml.safe_load(fh)
+    amp = facts["mixed_precision"] not in (None, "no")
+    if cfg.get("pure_bf16") and amp:
+        raise ValueError(f"{script_args[0]} asks for pure_bf16 but the accelerate config turns mixed precision "
+                         f"{facts['mixed_precision']} on: transformers takes the Trainer's mixed precision from "
+                         "ACCELERATE_MIXED_PRECISION, so it autocasts, and accelerate 1.11 upcasts the FSDP2 model to fp32")
+    facts["pure_bf16"] = bool(cfg.get("pure_bf16"))
     return facts

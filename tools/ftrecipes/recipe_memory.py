@@ -34,20 +34,43 @@ def estimate(recipe, overrides=None, memory=None):
         [(_, ds_text)] = render.render(recipe, overrides, only=recipe.primary.name, check=False)
         meta["deepspeed"] = json.loads(ds_text)
     else:
-        # No DeepSpeed: the trainer's own config carries what the estimate needs (4-bit base,
-        # optimizer, wrapper), read as `estimate --config` reads it.
-        from .memory.configs import from_rendered
-
-        rendered = render.render(recipe, overrides, check=False)
-        meta["setup"] = from_rendered([(f.name, f.format, text) for f, text in rendered])
+        memory = {**_file_settings(recipe, overrides), **(memory or {})}
     if hw.get("host_ram_gib"):
         meta["host_ram_gb"] = hw["host_ram_gib"]
     if memory:
-        meta["setup"] = {**meta.get("setup", {}), **memory}
+        meta["setup"] = memory
     try:
         return estimate_from_values(resolved, meta)
     except (KeyError, ValueError) as exc:
         raise UserError(f"{recipe.name}: cannot estimate memory: {exc}") from None
+
+
+# Rendered formats whose keys configs.read maps to estimate settings (sharding, precision policy).
+_SETTING_FORMATS = ("accelerate", "llamafactory", "trl")
+
+
+def _file_settings(recipe, overrides):
+    """Settings a recipe without a DeepSpeed config states only in its rendered files (FSDP2 in
+    an accelerate config, pure_bf16 in a LLaMA-Factory config): read from those files the way
+    `estimate --config` reads them, keeping only what the values do not carry (MEMORY_KEYS).
+    Trainer files first, the launcher's config last: a later file wins, as with --config."""
+    import os
+    import tempfile
+
+    from .memory.configs import MEMORY_KEYS, read
+
+    files = sorted((f for f in render.render(recipe, overrides, check=False)),
+                   key=lambda item: item[0].format == "accelerate")
+    with tempfile.TemporaryDirectory(prefix="ftrecipes-memory-") as tmp:
+        paths = []
+        for rfile, text in files:
+            if rfile.format in _SETTING_FORMATS:
+                path = os.path.join(tmp, rfile.name)
+                with open(path, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+                paths.append(path)
+        _ds, found = read(paths)
+    return {k: v for k, v in found.items() if k in MEMORY_KEYS}
 
 
 def _gib(b):

@@ -17,6 +17,9 @@ if os.environ.get("FTRECIPES_PROBE"):
     import ftrecipes_probe
 
     ftrecipes_probe.install()
+    import fsdp2_probe
+
+    fsdp2_probe.install(ftrecipes_probe.on_import)
 
 if os.environ.get("FTRECIPES_TRAINER_PROBE"):
     import ftrecipes_probe
@@ -35,6 +38,18 @@ if os.environ.get("FTRECIPES_CPU_FP16"):
     import ftrecipes_probe
 
     cpu_fp16.install(ftrecipes_probe.on_import, ftrecipes_probe.record)
+
+if os.environ.get("FTRECIPES_CPU_BF16"):
+    import cpu_bf16
+    import ftrecipes_probe
+
+    cpu_bf16.install(ftrecipes_probe.on_import, ftrecipes_probe.record)
+
+if os.environ.get("FTRECIPES_CPU_FSDP"):
+    import cpu_fsdp
+    import ftrecipes_probe
+
+    cpu_fsdp.install(ftrecipes_probe.on_import, ftrecipes_probe.record)
 
 _others = [p for p in sys.path if p and os.path.abspath(p) != _here]
 _spec = importlib.machinery.PathFinder.find_spec("sitecustomize", _others)

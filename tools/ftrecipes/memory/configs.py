@@ -350,23 +350,6 @@ def read(paths) -> tuple[dict, dict]:
     return ds, out
 
 
-def from_rendered(files) -> dict:
-    """Setup fields from a recipe's rendered trainer and launcher configs, [(name, kind, text)]:
-    what `estimate --config` reads from the same files, for recipes whose settings (4-bit base,
-    optimizer, one process without DeepSpeed) live in a trainer config rather than a DeepSpeed
-    JSON. accelerate's distributed_type is applied last: it, not the trainer, decides the wrapper."""
-    from .. import formats, lint, sources
-
-    out: dict = {}
-    ordered = sorted(files, key=lambda f: f[1] == "accelerate")
-    for name, kind, text in ordered:
-        if kind not in _MAPPERS or formats.FORMATS[kind].syntax not in ("yaml", "json"):
-            continue
-        cfg = lint.Config(name, kind, sources.parse(text, name, formats.FORMATS[kind].syntax))
-        out.update({k: v for k, v in _MAPPERS[kind](_File(cfg)).items() if v is not None})
-    return out
-
-
 def _deepspeed_from_cwd(cfg, found) -> list:
     """A trainer file's `deepspeed:` path that lint's references() (relative to the file) did not
     find: the trainers resolve it from the working directory (LLaMA-Factory's examples say

@@ -169,8 +169,15 @@ def test_values_file(run_cli, tmp_path):
 
 def test_primary_file_is_the_sharding_config():
     """The DeepSpeed config where a recipe has one; an FSDP recipe has none, and its accelerate
-    config (where FSDP is set) is the primary file."""
+    config (where FSDP is set) is the primary file; a recipe that shards nothing (one process)
+    leads with its trainer config."""
     for name in NAMES:
         r = recipe.load(name)
         formats = {f.format for f in r.files}
-        assert r.primary.format == ("deepspeed" if "deepspeed" in formats else "accelerate"), name
+        if "deepspeed" in formats:
+            expected = "deepspeed"
+        else:
+            acc = [text for f, text in render.render(r, {}, check=False) if f.format == "accelerate"]
+            fsdp = any(yaml.safe_load(text).get("distributed_type") == "FSDP" for text in acc)
+            expected = "accelerate" if fsdp else r.meta["framework"]["name"]
+        assert r.primary.format == expected, name

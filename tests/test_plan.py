@@ -9,8 +9,10 @@ from ftrecipes.memory import catalog
 from ftrecipes.memory.estimate import Setup, estimate
 
 GiB = 1024 ** 3
-# one 24 GB card up to two nodes of eight H100
-BUDGETS = [("RTX-4090", 1, 1), ("A100-80GB", 1, 1), ("A100-80GB", 8, 1), ("H100-80GB", 8, 2)]
+# Issue 13's grid: one 24 GB card up to two nodes of eight H100, with the 24 GB A10G, 40 GB and
+# V100 (fp16, no flash-attention) budgets between
+BUDGETS = [("RTX-4090", 1, 1), ("A10G", 2, 1), ("A100-40GB", 2, 1), ("A100-80GB", 1, 1), ("V100-32GB", 8, 1),
+           ("A100-80GB", 8, 1), ("H100-80GB", 8, 2)]
 # catalog models, one per shape (the -Instruct / -it / -Chat aliases share their base's)
 MODELS = sorted({(m.hidden_size, m.intermediate_size, m.num_hidden_layers, m.num_key_value_heads, m.vocab_size,
                   m.vision): m.name for m in catalog.MODELS.values()}.values())
@@ -23,7 +25,9 @@ def _base(model, gpu, per_node, nodes, seq=1024, host=None):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_plan_never_proposes_oom(model):
-    """Every candidate plan returns is re-estimated from its Setup alone: none may be oom."""
+    """The grid (every catalog model shape x sft/lora/qlora/dpo/grpo x BUDGETS), in-process: no
+    crash, and every candidate plan returns, re-estimated from its Setup alone, is neither oom
+    nor flagged by lint, adds up to the global batch, and prints."""
     for gpu, per_node, nodes in BUDGETS:
         for method in plan.METHODS:
             base = _base(model, gpu, per_node, nodes, host=512 * GiB)
@@ -32,7 +36,10 @@ def test_plan_never_proposes_oom(model):
                 again = estimate(c.setup)
                 assert again.verdict != "oom", (model, gpu, method, plan.describe(c.setup))
                 assert again.host_verdict != "oom", (model, gpu, method, plan.describe(c.setup))
+                assert plan.lint_flags(c.setup) is None
                 assert c.setup.micro_batch * c.setup.grad_accum * c.setup.gpus == 16 * per_node * nodes
+                assert c.speed.tokens_per_s > 0 and 0 < c.speed.mfu < 1
+            assert plan.render_text(ranked, 3).count("#") == min(3, len(ranked))
             if ranked:
                 top = ranked[0]
                 assert all(top.speed.tokens_per_s >= c.speed.tokens_per_s for c in ranked
@@ -138,3 +145,50 @@ def test_cli_json_and_text(capsys):
                    "--seq-len", "2048", "--global-batch", "32"])
     text = capsys.readouterr().out
     assert rc == 0 and text.startswith("#1 ") and "headroom" in text and "why:" in text
+
+
+def test_grid_finds_a_fit_where_the_memory_model_has_one():
+    """Sanity of the grid's exit 3: 8B full fine-tuning on one 24 GB card with 512 GiB of host
+    RAM fits with everything offloaded (ZeRO-3 + both offloads), so plan must not give up."""
+    base = _base("Llama-3-8B", "RTX-4090", 1, 1, seq=2048, host=512 * GiB)
+    ranked = plan.search(base, "sft", "trl", 8)
+    assert ranked and all(c.setup.offload_optimizer != "none" or c.setup.fsdp_offload for c in ranked)
+
+
+def test_plan_never_proposes_what_lint_flags():
+    """LoRA DPO in fp16 on V100s under LLaMA-Factory: ZeRO-3 is what the memory model likes best,
+    but lint's fp16-static-loss-scale rejects its files; plan leaves those setups out, counts
+    them, and still proposes one (the recipe qwen7b-dpo-v100x8's question)."""
+    passed = {}
+    base = _base("Qwen2.5-7B-Instruct", "V100-32GB", 8, 1, seq=1536, host=512 * GiB)
+    ranked = plan.search(base, "dpo", "llamafactory", 32, 8, "lora", passed=passed)
+    assert ranked and passed.get("fp16-static-loss-scale", 0) > 0
+    assert all(not (c.setup.framework == "deepspeed" and c.setup.zero_stage == 3) for c in ranked)
+    # the same request in TRL is not LLaMA-Factory's adapter handling: ZeRO-3 stays allowed
+    trl = plan.search(base, "dpo", "trl", 32, 8, "lora")
+    assert any(c.setup.framework == "deepspeed" and c.setup.zero_stage == 3 for c in trl)
+
+
+def test_grpo_server_takes_gpus_of_its_own():
+    """GRPO: plan searches trl vllm-serve on 1..n-1 GPUs of one node (the recipe serves on 4 of
+    8) besides colocate; a server candidate trains on the remaining GPUs only."""
+    base = _base("Qwen2.5-7B-Instruct", "H100-80GB", 8, 1, seq=3072)
+    modes = plan._generation_modes("grpo", base, 64)
+    assert {(m.get("vllm_gpus"), m.get("gpus")) for m in modes if m["vllm_mode"] == "server"} == {(4, 4), (6, 2), (7, 1)}
+    ranked = plan.search(base, "grpo", "trl", 64, 16, "lora")
+    servers = [c for c in ranked if c.setup.vllm_mode == "server"]
+    assert servers and all(c.setup.gpus + c.setup.vllm_gpus == 8 for c in servers)
+    two_nodes = plan._generation_modes("grpo", _base("Qwen2.5-7B", "H100-80GB", 8, 2), 64)
+    assert [(m["vllm_gpus"], m["gpus"]) for m in two_nodes if m["vllm_mode"] == "server"] == [(8, 8)]
+
+
+def test_liger_only_where_the_trainer_applies_it():
+    """Liger's fused loss is offered for supervised methods of models whose type Liger patches:
+    not for Qwen v1 (remote code), not for a VLM, not for DPO or GRPO."""
+    def kernels(model, method, fw="trl"):
+        base = _base(model, "A100-80GB", 2, 1)
+        return {s.loss_kernel for s in plan.candidates(base, method, fw, 16)}
+    assert kernels("Qwen2.5-7B", "sft") == {"none", "liger"}
+    assert kernels("Qwen-7B-Chat", "lora", "accelerate") == {"none"}
+    assert kernels("MiniCPM-V-2_6", "sft", "accelerate") == {"none"}
+    assert kernels("Llama-3-8B", "dpo", "llamafactory") == {"none"}

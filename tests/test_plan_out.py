@@ -74,7 +74,8 @@ def test_memory_table_and_throughput_agree_with_the_models(written, case):
     # sizes, which the shared ds.json renders (50M reduce bucket) smaller than the defaults the
     # plan's Setup assumes, so the recipe never needs more than the plan said.
     model, method, adapter, gpus, seq, batch, fw = case
-    ns = Namespace(model=model, gpus=gpus, nodes=1, seq_len=seq, global_batch=batch, top=1, lora_rank=16, host_ram=None)
+    ns = Namespace(model=model, gpus=gpus, nodes=1, seq_len=seq, global_batch=batch, top=1, lora_rank=16, host_ram=None,
+                   image_slices=0)
     ranked = plan.search(plan._base(ns), method, fw, batch, 16, adapter, only=plan_out.expressible)
     c = next(c for c in ranked if plan.describe(c.setup) in r.meta["story"]["fix"])
     assert result.gpu_card_bytes <= c.memory.gpu_card_bytes * 1.0001

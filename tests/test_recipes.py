@@ -92,3 +92,30 @@ def test_tested_with_equals_the_smoke_environment_pins(name):
     framework = {"trl": "trl", "llamafactory": "llamafactory", "openrlhf": "openrlhf"}[r.meta["framework"]["stack"]]
     if r.meta["framework"]["name"] in ("trl", "llamafactory", "openrlhf"):
         assert framework in r.meta["tested_with"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_plan_proposes_the_recipe_setup_or_a_better_one(name):
+    """Issue 13 item 4, for every recipe folder (new ones too): `ftrecipes plan`, asked the
+    recipe's question (its model, method, GPUs, seq_len, global batch and host RAM from
+    recipe.yaml), proposes a setup the memory model does not call oom, whose files lint would
+    not flag, and which the step-time model rates at least as fast as the recipe's own setup.
+    Where plan's setup differs, the README's plan section says so with both figures (and
+    regen keeps it current)."""
+    from ftrecipes import markers, plan, recipe_plan
+    from ftrecipes.memory.estimate import estimate
+
+    r = recipe.load(name)
+    c = recipe_plan.compare(r)
+    assert c.top is not None, f"plan finds nothing for {name}: " + " ".join(c.flags)
+    again = estimate(c.top.setup)
+    assert again.verdict != "oom" and again.host_verdict != "oom"
+    assert plan.lint_flags(c.top.setup) is None
+    assert c.top.speed.tokens_per_s >= c.speed.tokens_per_s * (1 - recipe_plan.SAME_SPEED), (
+        f"the recipe's own setup ({plan.describe(c.setup)}) is faster than plan's first candidate "
+        f"({plan.describe(c.top.setup)}): the search misses something")
+    readme = (r.dir / "README.md").read_text(encoding="utf-8")
+    assert markers.has(readme, "plan"), f"{name}/README.md needs a plan section (<!-- ftrecipes:plan:begin/end -->)"
+    assert recipe_plan.markdown(c) in readme
+    if c.gain >= recipe_plan.SAME_SPEED:
+        assert f"{c.gain:+.0%} in tokens/s over the recipe" in readme

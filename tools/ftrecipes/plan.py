@@ -27,6 +27,16 @@ BACKENDS = {
 }
 # Liger's fused linear + cross-entropy: TRL (use_liger_kernel) and LLaMA-Factory (enable_liger_kernel)
 LIGER = ("trl", "llamafactory", "accelerate")
+# Model types Liger patches (linkedin/Liger-Kernel, src/liger_kernel/transformers/monkey_patch.py,
+# MODEL_TYPE_TO_APPLY_LIGER_FN at 00218a06; the catalog's types only): for any other type, Qwen v1's
+# remote code ("qwen") say, use_liger_kernel logs "no Liger kernels supported" and changes nothing.
+# Liger matches the loaded model's config.model_type, which for a VLM is the outer one (MiniCPM-V:
+# "minicpmv", not in the table); the catalog keeps only the text model's, so VLMs get no Liger here.
+LIGER_MODEL_TYPES = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma3_text"})
+# ...and only for supervised losses: LLaMA-Factory 0.9.5 turns the fused cross-entropy off for every
+# stage but pt/sft (model/loader.py, require_logits; model_utils/liger_kernel.py), and TRL 1.16's
+# DPO and GRPO trainers refuse Liger's fused cross-entropy for their own fused LM head.
+LIGER_METHODS = ("sft", "lora", "qlora")
 FLASH_GENERATIONS = ("ampere", "ada", "hopper", "blackwell")  # flash-attn 2 needs sm80+
 MAX_MICRO = 64
 
@@ -90,13 +100,19 @@ def _method_fields(method: str, lora_rank: int, adapter: str = "none") -> dict:
     return dict(method=method)
 
 
-def _generation_modes(method: str, gpus: int, global_batch: int):
+def _generation_modes(method: str, base: Setup, global_batch: int):
     if method != "grpo":
         return [dict()]
     modes = [dict(vllm_mode="colocate")]
-    # one GPU serving vLLM for the others, when the batch still splits over the trainers
-    if gpus > 1 and global_batch % (gpus - 1) == 0:
-        modes.append(dict(vllm_mode="server", vllm_gpus=1, gpus=gpus - 1))
+    # `trl vllm-serve` on GPUs of its own, training on the rest, where the batch splits over the
+    # trainers. One node: any split (qwen7b-lora-h100x8 serves on 4 of 8, data parallel). Several
+    # nodes: the server takes a whole node, so every training node starts the same number of
+    # processes (one torchrun/accelerate process count per node).
+    per_node = base.gpus_per_node or base.gpus
+    for k in (range(1, per_node) if base.nodes == 1 else (per_node,)):
+        train = base.gpus - k
+        if train >= 1 and global_batch % train == 0:
+            modes.append(dict(vllm_mode="server", vllm_gpus=k, gpus=train))
     return modes
 
 
@@ -109,11 +125,14 @@ def candidates(base: Setup, method: str, framework: str, global_batch: int, lora
     """Every Setup the search considers (not yet estimated)."""
     gpu = catalog.gpu(base.gpu)
     attns = ["flash_attention_2", "sdpa"] if gpu.generation in FLASH_GENERATIONS else ["sdpa"]
-    kernels = ["none", "liger"] if framework in LIGER else ["none"]
+    shape = base.shape()
+    liger = (framework in LIGER and method in LIGER_METHODS and shape.vision is None
+             and shape.model_type in LIGER_MODEL_TYPES)
+    kernels = ["none", "liger"] if liger else ["none"]
     mf = _method_fields(method, lora_rank, adapter)
     full = not mf.get("lora_rank")
     optimizers = ["adamw", "adamw_8bit"] if full and framework != "openrlhf" else ["adamw"]
-    for gen in _generation_modes(method, base.gpus, global_batch):
+    for gen in _generation_modes(method, base, global_batch):
         n = gen.get("gpus", base.gpus)
         if global_batch % n:
             continue
@@ -137,14 +156,31 @@ def _speed_key(s: Setup) -> tuple:
             s.gradient_checkpointing, s.micro_batch, s.vllm_mode, s.gpus)
 
 
+def lint_flags(s: Setup) -> str | None:
+    """The lint rule the files of `s` would break, or None, decided on the Setup with the rule's
+    own predicate (so plan and lint cannot disagree): plan proposes nothing lint rejects."""
+    from .rules.lossscale import static_loss_scale
+
+    if s.framework == "deepspeed" and static_loss_scale(s.trainer, "lora" if s.lora_rank else "full",
+                                                        s.precision, s.zero_stage):
+        return "fp16-static-loss-scale"
+    return None
+
+
 def search(base: Setup, method: str, framework: str, global_batch: int, lora_rank: int = 16,
-           adapter: str = "none", only=None) -> list[Candidate]:
+           adapter: str = "none", only=None, passed: dict | None = None) -> list[Candidate]:
     """Candidates that do not run out of memory, fastest first (`fits` before `tight`).
-    only: a predicate on Setup; others are not considered (plan -o: what recipe files express)."""
+    only: a predicate on Setup; others are not considered (plan -o: what recipe files express).
+    passed: filled with {lint rule: setups left out because their files would break it}."""
     best: dict = {}
     oom: set = set()
     for s in candidates(base, method, framework, global_batch, lora_rank, adapter):
         if only is not None and not only(s):
+            continue
+        flagged = lint_flags(s)
+        if flagged:
+            if passed is not None:
+                passed[flagged] = passed.get(flagged, 0) + 1
             continue
         key = _speed_key(s)
         # micro batches come smallest first and memory grows with them: once one runs out of
@@ -268,8 +304,10 @@ def _base(a) -> Setup:
         raise UserError(f"--global-batch {a.global_batch} is not a multiple of the {gpus} data-parallel GPUs")
     gpu = catalog.gpu(gpu_name)
     host = int(a.host_ram * 1024 ** 3) if a.host_ram else None
+    if a.image_slices < 0:
+        raise UserError(f"--image-slices {a.image_slices}: must be 0 or more")
     return Setup(model=a.model, gpu=gpu_name, gpus=gpus, gpus_per_node=count, nodes=a.nodes, seq_len=a.seq_len,
-                 precision="bf16" if gpu.bf16 else "fp16", host_ram_bytes=host)
+                 precision="bf16" if gpu.bf16 else "fp16", host_ram_bytes=host, image_slices=a.image_slices)
 
 
 def main(a) -> int:
@@ -311,6 +349,8 @@ def register(sub) -> None:
     p.add_argument("--adapter", choices=["none", "lora", "qlora"], default="none",
                    help="train dpo/grpo through LoRA or QLoRA adapters (sft: use --method lora/qlora)")
     p.add_argument("--lora-rank", type=int, default=16)
+    p.add_argument("--image-slices", type=int, default=0,
+                   help="vision-language models: image slices per sample through the vision tower")
     p.add_argument("--json", action="store_true")
     p.add_argument("--top", type=int, default=5)
     p.add_argument("-o", "--output", metavar="DIR",

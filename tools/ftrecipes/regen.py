@@ -40,6 +40,10 @@ def readme_updates(names=None):
         # The README's memory table and the chart beside it come from one estimate.
         result = recipe_memory.estimate(r)
         new = markers.replace(text, "memory", recipe_memory.markdown_table(r, result))
+        if markers.has(new, "plan"):
+            from . import recipe_plan
+
+            new = markers.replace(new, "plan", recipe_plan.markdown(recipe_plan.compare(r)))
         if new != text:
             out[path] = new
         chart = r.dir / "memory.svg"

@@ -11,6 +11,13 @@ from .facts import ds_configs, zero_stage
 ADAPTER_TYPES = ("lora", "oft")
 
 
+def static_loss_scale(trainer: str, finetuning: str, precision: str, zero_stage: int, autocast: bool = False) -> bool:
+    """The settings this module's rule flags, as plain values: `plan` filters its candidates
+    with it, so it never proposes a setup whose files the rule would reject."""
+    return (trainer == "llamafactory" and finetuning in ADAPTER_TYPES and zero_stage == 3
+            and precision == "fp16" and not autocast)
+
+
 def _fp16(ds, trainer):
     f = ds.data.get("fp16")
     enabled = f.get("enabled") if isinstance(f, dict) else None
@@ -55,7 +62,8 @@ def fp16_static_loss_scale(setup):
         d = cfg.data if isinstance(cfg.data, dict) else {}
         kind = d.get("finetuning_type", "lora")  # LLaMA-Factory's default is LoRA
         ds = _referenced_ds(setup, cfg)
-        if kind not in ADAPTER_TYPES or ds is None or zero_stage(ds) != 3 or not _fp16(ds, d) or _autocast(ds):
+        if ds is None or not static_loss_scale("llamafactory", kind, "fp16" if _fp16(ds, d) else "other",
+                                               zero_stage(ds), _autocast(ds)):
             continue
         yield ds, ("fp16",), (
             f"fp16 with {kind} adapters under ZeRO-3 ({cfg.path}): the adapters are fp32, so DeepSpeed "

@@ -17,6 +17,8 @@ CASES = [
     "--model Qwen2.5-7B-Instruct --method dpo --adapter lora --gpus 8xV100-32GB --seq-len 1536 --global-batch 32 --framework llamafactory",
     "--model Qwen2.5-7B-Instruct --method grpo --adapter lora --gpus 8xH100 --seq-len 2048 --global-batch 128",
     "--model MiniCPM-V-2_6 --method sft --gpus 2xA100-40GB --seq-len 2048 --global-batch 8 --host-ram 128",
+    # worst case found: full GRPO whose batch divides over every server split (1..7 GPUs serving)
+    "--model Qwen2.5-7B --method grpo --gpus 8xH100 --seq-len 4096 --global-batch 840 --host-ram 2000",
 ]
 REPEATS = 3
 

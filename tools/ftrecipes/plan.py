@@ -261,7 +261,8 @@ def why(a: Candidate, b: Candidate) -> str:
             f"{part} {a.speed.parts.get(part, 0):.2f}s vs {b.speed.parts.get(part, 0):.2f}s per step")
 
 
-def to_json(ranked: list, top: int) -> dict:
+def to_json(ranked: list, top: int, unwritten=None, passed: dict | None = None) -> dict:
+    """unwritten: Setup -> why `plan -o` would not write it (None: it would)."""
     out = []
     for i, c in enumerate(ranked[:top]):
         d = {"rank": i + 1, "summary": describe(c.setup), **c.speed.to_json(),
@@ -270,11 +271,13 @@ def to_json(ranked: list, top: int) -> dict:
              "host_peak_bytes": round(c.memory.host_peak_bytes), "setup": asdict(c.setup)}
         if i + 1 < len(ranked):
             d["why"] = why(c, ranked[i + 1])
+        if unwritten is not None:
+            d["not_written"] = unwritten(c.setup)
         out.append(d)
-    return {"candidates": out, "searched_fitting": len(ranked)}
+    return {"candidates": out, "searched_fitting": len(ranked), "left_out_for_lint": dict(passed or {})}
 
 
-def render_text(ranked: list, top: int) -> str:
+def render_text(ranked: list, top: int, unwritten=None, passed: dict | None = None) -> str:
     gib = 1024 ** 3
     lines = []
     for i, c in enumerate(ranked[:top]):
@@ -284,6 +287,12 @@ def render_text(ranked: list, top: int) -> str:
                      f"({c.headroom:.0%} headroom, {c.memory.verdict}); host {c.memory.host_peak_bytes / gib:.0f} GiB")
         if i + 1 < len(ranked):
             lines.append(f"    why: {why(c, ranked[i + 1])}")
+        reason = unwritten(c.setup) if unwritten is not None else None
+        if reason:
+            lines.append(f"    plan -o: not written yet ({reason})")
+    if passed:
+        lines.append("left out because `ftrecipes lint` would flag their files: "
+                     + ", ".join(f"{n} setups ({rule})" for rule, n in sorted(passed.items())))
     return "\n".join(lines)
 
 
@@ -320,7 +329,8 @@ def main(a) -> int:
     elif a.name or a.force:
         raise UserError("--name and --force go with -o DIR")
     base = _base(a)
-    ranked = search(base, a.method, a.framework, a.global_batch, a.lora_rank, a.adapter)
+    passed: dict = {}
+    ranked = search(base, a.method, a.framework, a.global_batch, a.lora_rank, a.adapter, passed=passed)
     if not ranked:
         print(f"plan: nothing fits {a.model} ({a.method}) on {a.gpus} x {a.nodes} node(s) at seq_len {a.seq_len}; "
               "try `ftrecipes estimate` for the closest setup and its remedies", file=sys.stderr)
@@ -330,7 +340,13 @@ def main(a) -> int:
 
         shown = search(base, a.method, a.framework, a.global_batch, a.lora_rank, a.adapter, only=plan_out.expressible)
         return plan_out.write(shown, ranked[0], a)
-    print(json.dumps(to_json(ranked, a.top), indent=1) if a.json else render_text(ranked, a.top))
+    from . import plan_out
+
+    def unwritten(s):
+        return plan_out.not_written(s, a)
+
+    print(json.dumps(to_json(ranked, a.top, unwritten, passed), indent=1) if a.json
+          else render_text(ranked, a.top, unwritten, passed))
     return 0
 
 

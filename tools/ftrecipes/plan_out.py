@@ -70,10 +70,36 @@ def unsupported(a) -> str | None:
     return None
 
 
+# Settings a candidate may have that the written recipe files cannot state yet: the shared
+# blocks render DeepSpeed configs, stock AdamW, no fused loss, full-precision base weights and
+# no generation engine (the values vocabulary has no key for the others).
+_GAPS = (
+    (lambda s: s.framework != "deepspeed",
+     lambda s: f"{_BACKEND_NAMES.get(s.framework, s.framework)}: the written files are DeepSpeed configs"),
+    (lambda s: s.optimizer != "adamw", lambda s: f"{s.optimizer}: the values have no optimizer setting"),
+    (lambda s: s.loss_kernel != "none", lambda s: f"{s.loss_kernel} loss: the values have no loss-kernel setting"),
+    (lambda s: s.quantization != "none",
+     lambda s: f"{s.quantization} base weights: the values have no quantization setting"),
+    (lambda s: s.vllm_mode != "none", lambda s: "vLLM generation: no GRPO building block in recipes/_lib yet"),
+)
+_BACKEND_NAMES = {"fsdp2": "FSDP2", "fsdp": "FSDP", "ddp": "DDP", "torch": "one GPU without DeepSpeed"}
+
+
+def gap(s) -> str | None:
+    """Why the recipe files cannot state setup `s`, or None when they can."""
+    return next((why(s) for test, why in _GAPS if test(s)), None)
+
+
 def expressible(s) -> bool:
     """The Setup's every setting reaches the rendered files and the recipe's memory estimate."""
-    return (s.framework == "deepspeed" and s.optimizer == "adamw" and s.loss_kernel == "none"
-            and s.quantization == "none" and s.vllm_mode == "none")
+    return gap(s) is None
+
+
+def not_written(s, a) -> str | None:
+    """Why `plan ... -o` would not write candidate `s` for request `a`, or None (plan's ranking
+    prints it beside each candidate)."""
+    problem = unsupported(a)
+    return problem.removeprefix("plan -o: ") if problem else gap(s)
 
 
 def _values(s, a, w: Writer) -> dict:

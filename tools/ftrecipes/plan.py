@@ -338,7 +338,7 @@ def main(a) -> int:
     if a.output:
         from . import plan_out
 
-        shown = search(base, a.method, a.framework, a.global_batch, a.lora_rank, a.adapter, only=plan_out.expressible)
+        shown = search(base, a.method, a.framework, a.global_batch, a.lora_rank, a.adapter, only=lambda s: plan_out.expressible(s, a.framework))
         return plan_out.write(shown, ranked[0], a)
     from . import plan_out
 

@@ -31,6 +31,8 @@ class Writer:
     files: tuple
     values: dict  # defaults of the values this trainer's blocks read beyond the common ones
     datasets: dict  # a public dataset per method, the trainer's own example data
+    methods: tuple = ("sft", "lora", "dpo")  # plan --method values its blocks render
+    gaps: tuple = ()  # (test, reason) on a Setup: settings its blocks cannot state beyond _GAPS
 
 
 WRITERS = {
@@ -53,16 +55,28 @@ WRITERS = {
         # the demo datasets LLaMA-Factory ships in its data/ folder (dataset_info.json)
         datasets={"sft": "alpaca_en_demo", "dpo": "dpo_en_demo"},
     ),
+    "openrlhf": Writer(
+        stack="openrlhf", launcher="deepspeed", script="openrlhf.cli.train_{method}",
+        files=(("launch.sh", "_lib/openrlhf/train_sft.sh.j2", "openrlhf", False, True),
+               ("ds.json", "_lib/openrlhf/ds.json.j2", "deepspeed", True, False)),
+        values={"openrlhf_version": "0.11.2"},
+        # the dataset and keys of OpenRLHF's own SFT example (examples/scripts/train_sft_llama.sh)
+        datasets={"sft": "Open-Orca/OpenOrca"},
+        methods=("sft",),
+        gaps=((lambda s: s.offload_param != "none",
+               lambda s: "parameter offload: the OpenRLHF launch renders --ds.adam_offload only"),),
+    ),
 }
-METHODS = ("sft", "lora", "dpo")
 
 
 def unsupported(a) -> str | None:
     """Why `plan -o` cannot write this request, or None."""
     if a.framework not in WRITERS:
         return f"plan -o: --framework {a.framework} is not written as a recipe yet (supported: {', '.join(WRITERS)})"
-    if a.method not in METHODS:
-        return f"plan -o: --method {a.method} is not written as a recipe yet (supported: {', '.join(METHODS)})"
+    methods = WRITERS[a.framework].methods
+    if a.method not in methods:
+        return (f"plan -o: --method {a.method} is not written as a recipe yet for {a.framework} "
+                f"(supported: {', '.join(methods)})")
     if a.adapter == "qlora":
         return "plan -o: --adapter qlora is not written as a recipe yet (the values have no quantization setting)"
     if a.nodes != 1:
@@ -85,21 +99,22 @@ _GAPS = (
 _BACKEND_NAMES = {"fsdp2": "FSDP2", "fsdp": "FSDP", "ddp": "DDP", "torch": "one GPU without DeepSpeed"}
 
 
-def gap(s) -> str | None:
-    """Why the recipe files cannot state setup `s`, or None when they can."""
-    return next((why(s) for test, why in _GAPS if test(s)), None)
+def gap(s, framework: str = "trl") -> str | None:
+    """Why the recipe files of `framework` cannot state setup `s`, or None when they can."""
+    extra = WRITERS[framework].gaps if framework in WRITERS else ()
+    return next((why(s) for test, why in _GAPS + extra if test(s)), None)
 
 
-def expressible(s) -> bool:
+def expressible(s, framework: str = "trl") -> bool:
     """The Setup's every setting reaches the rendered files and the recipe's memory estimate."""
-    return gap(s) is None
+    return gap(s, framework) is None
 
 
 def not_written(s, a) -> str | None:
     """Why `plan ... -o` would not write candidate `s` for request `a`, or None (plan's ranking
     prints it beside each candidate)."""
     problem = unsupported(a)
-    return problem.removeprefix("plan -o: ") if problem else gap(s)
+    return problem.removeprefix("plan -o: ") if problem else gap(s, a.framework)
 
 
 def _values(s, a, w: Writer) -> dict:
@@ -139,7 +154,8 @@ def _pins(stack: str) -> dict:
     """tested_with: the exact pins of the stack's test venv (tests/envs/<stack>/requirements.txt)."""
     path = paths.repo_root() / "tests" / "envs" / stack / "requirements.txt"
     want = {"trl": ("trl", "transformers", "accelerate", "deepspeed", "peft", "torch"),
-            "llamafactory": ("llamafactory", "transformers", "deepspeed", "peft", "torch")}[stack]
+            "llamafactory": ("llamafactory", "transformers", "deepspeed", "peft", "torch"),
+            "openrlhf": ("openrlhf", "deepspeed", "transformers", "torch")}[stack]
     pins = {}
     for line in sources.read_text(path).splitlines():
         m = re.fullmatch(r"([A-Za-z0-9_.-]+)==(\S+)", line.strip())

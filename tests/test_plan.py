@@ -215,3 +215,18 @@ def test_ranking_says_what_plan_o_would_not_write(capsys):
     assert cli.main(argv[:4] + ["grpo"] + argv[5:] + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert all("--method grpo is not written" in c["not_written"] for c in out["candidates"])
+
+
+def test_vllm_engine_must_hold_the_model():
+    """GRPO: an engine whose reservation cannot hold the bf16 weights and one full-length
+    sequence's KV cache does not start (vLLM checks max_model_len against its KV cache), so plan
+    does not offer it. A 7B (15 GB of weights) on 24 GB cards: colocated vLLM needs more than
+    TRL's default 0.3 (7.2 GB), about two thirds of the card, past what plan tries; a server GPU
+    at 0.9 holds it. A 1.5B colocates at the default."""
+    big = plan._generation_modes("grpo", _base("Qwen2.5-7B", "RTX-4090", 2, 1, seq=2048), 16)
+    assert [m["vllm_mode"] for m in big] == ["server"] and big[0]["vllm_gpu_memory_utilization"] == 0.9
+    small = plan._generation_modes("grpo", _base("Qwen2.5-1.5B", "RTX-4090", 2, 1, seq=2048), 16)
+    assert small[0] == {"vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.3}
+    # 14B on one 24 GB card: no engine can hold it, so GRPO has no candidate at all
+    assert plan._generation_modes("grpo", _base("Qwen2.5-14B", "RTX-4090", 1, 1, seq=2048), 8) == []
+    assert plan.search(_base("Qwen2.5-14B", "RTX-4090", 1, 1, seq=2048), "grpo", "trl", 8, 16, "lora") == []

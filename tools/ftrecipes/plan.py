@@ -100,10 +100,30 @@ def _method_fields(method: str, lora_rank: int, adapter: str = "none") -> dict:
     return dict(method=method)
 
 
+# vLLM engines: gpu_memory_utilization tried for colocate mode (TRL's default 0.3 first) and the
+# server's (trl vllm-serve's default). An engine must hold the bf16 weights and the KV cache of one
+# sequence of the full length: vLLM refuses to start when max_model_len does not fit its KV cache.
+# ENGINE_OVERHEAD stands for what else its reservation holds (profiling activations, CUDA graphs):
+# an assumption, not measured.
+COLOCATE_UTILIZATIONS = (0.3, 0.4, 0.5, 0.6)
+SERVER_UTILIZATION = 0.9
+ENGINE_OVERHEAD = 1.0 * 1024 ** 3
+
+
+def _engine_fits(base: Setup, util: float) -> bool:
+    m = base.shape()
+    weights = 2 * m.param_count()
+    kv = 2 * m.num_hidden_layers * m.kv_dim * 2 * base.seq_len  # K and V in bf16, one full sequence
+    return util * catalog.gpu(base.gpu).memory_bytes >= weights + kv + ENGINE_OVERHEAD
+
+
 def _generation_modes(method: str, base: Setup, global_batch: int):
     if method != "grpo":
         return [dict()]
-    modes = [dict(vllm_mode="colocate")]
+    util = next((u for u in COLOCATE_UTILIZATIONS if _engine_fits(base, u)), None)
+    modes = [dict(vllm_mode="colocate", vllm_gpu_memory_utilization=util)] if util else []
+    if not _engine_fits(base, SERVER_UTILIZATION):  # one GPU per server replica cannot hold the model
+        return modes
     # `trl vllm-serve` on GPUs of its own, training on the rest, where the batch splits over the
     # trainers. One node: any split (qwen7b-lora-h100x8 serves on 4 of 8, data parallel). Several
     # nodes: the server takes a whole node, so every training node starts the same number of
@@ -112,7 +132,7 @@ def _generation_modes(method: str, base: Setup, global_batch: int):
     for k in (range(1, per_node) if base.nodes == 1 else (per_node,)):
         train = base.gpus - k
         if train >= 1 and global_batch % train == 0:
-            modes.append(dict(vllm_mode="server", vllm_gpus=k, gpus=train))
+            modes.append(dict(vllm_mode="server", vllm_gpus=k, gpus=train, vllm_gpu_memory_utilization=SERVER_UTILIZATION))
     return modes
 
 
@@ -233,8 +253,10 @@ def describe(s: Setup) -> str:
         parts.append(s.optimizer)
     if s.lora_rank:
         parts.append(("QLoRA" if s.quantization == "4bit" else "LoRA") + f" r{s.lora_rank}")
-    if s.vllm_mode != "none":
-        parts.append(f"vLLM {s.vllm_mode}" + (f" on {s.vllm_gpus} GPU" if s.vllm_mode == "server" else ""))
+    if s.vllm_mode == "server":
+        parts.append(f"vLLM server on {s.vllm_gpus} GPU")
+    elif s.vllm_mode == "colocate":
+        parts.append(f"vLLM colocate at {s.vllm_gpu_memory_utilization or 0.3:g} of each GPU")
     parts.append(s.precision)
     return ", ".join(parts)
 

@@ -12,13 +12,21 @@ from __future__ import annotations
 import json
 import re
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import atomic, paths, recipe as recipe_mod, recipe_memory, render, sources
 from .errors import UserError
 
 VOCAB = "https://ftrecipes.dev/schemas/values.schema.json#/$defs/"
+
+
+def _global_batch(s) -> int:
+    return s.micro_batch * s.grad_accum * s.gpus
+
+
+# GRPO's generation engine: only the TRL blocks render it (trl/grpo.yaml.j2, trl/vllm_serve.sh.j2)
+_NO_VLLM = (lambda s: s.vllm_mode != "none", lambda s: "vLLM generation: this trainer has no GRPO building block")
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,10 @@ class Writer:
     datasets: dict  # a public dataset per method, the trainer's own example data
     methods: tuple = ("sft", "lora", "dpo")  # plan --method values its blocks render
     gaps: tuple = ()  # (test, reason) on a Setup: settings its blocks cannot state beyond _GAPS
+    method_blocks: dict = field(default_factory=dict)  # {method: {block: block used instead}}
+
+    def block(self, lib: str, method: str) -> str:
+        return self.method_blocks.get(method, {}).get(lib, lib)
 
 
 WRITERS = {
@@ -43,8 +55,12 @@ WRITERS = {
                ("{method}.yaml", "_lib/trl/trainer.yaml.j2", "trl", False, False),
                ("launch.sh", "_lib/trl/launch.sh.j2", "shell", False, True)),
         values={"lora_target": "all-linear"},
-        # the datasets TRL's own sft/dpo examples train on
-        datasets={"sft": "trl-lib/Capybara", "dpo": "trl-lib/ultrafeedback_binarized"},
+        # the datasets TRL's own sft/dpo/grpo examples train on
+        datasets={"sft": "trl-lib/Capybara", "dpo": "trl-lib/ultrafeedback_binarized", "grpo": "trl-lib/DeepMath-103K"},
+        methods=("sft", "lora", "dpo", "grpo"),
+        method_blocks={"grpo": {"_lib/trl/trainer.yaml.j2": "_lib/trl/grpo.yaml.j2"}},
+        gaps=((lambda s: s.method == "grpo" and _global_batch(s) % 2,
+               lambda s: f"GRPO: a global batch of {_global_batch(s)} has no num_generations of 2 or more dividing it"),),
     ),
     "llamafactory": Writer(
         stack="llamafactory", launcher="llamafactory-cli", script="llamafactory-cli train",
@@ -54,6 +70,7 @@ WRITERS = {
         values={"lora_target": "all", "dataset_dir": "data", "template": "default"},
         # the demo datasets LLaMA-Factory ships in its data/ folder (dataset_info.json)
         datasets={"sft": "alpaca_en_demo", "dpo": "dpo_en_demo"},
+        gaps=(_NO_VLLM,),
     ),
     "openrlhf": Writer(
         stack="openrlhf", launcher="deepspeed", script="openrlhf.cli.train_{method}",
@@ -64,7 +81,7 @@ WRITERS = {
         datasets={"sft": "Open-Orca/OpenOrca"},
         methods=("sft",),
         gaps=((lambda s: s.offload_param != "none",
-               lambda s: "parameter offload: the OpenRLHF launch renders --ds.adam_offload only"),),
+               lambda s: "parameter offload: the OpenRLHF launch renders --ds.adam_offload only"), _NO_VLLM),
     ),
 }
 
@@ -94,7 +111,6 @@ _GAPS = (
     (lambda s: s.loss_kernel != "none", lambda s: f"{s.loss_kernel} loss: the values have no loss-kernel setting"),
     (lambda s: s.quantization != "none",
      lambda s: f"{s.quantization} base weights: the values have no quantization setting"),
-    (lambda s: s.vllm_mode != "none", lambda s: "vLLM generation: no GRPO building block in recipes/_lib yet"),
 )
 _BACKEND_NAMES = {"fsdp2": "FSDP2", "fsdp": "FSDP", "ddp": "DDP", "torch": "one GPU without DeepSpeed"}
 
@@ -136,7 +152,25 @@ def _values(s, a, w: Writer) -> dict:
                  lora_target=w.values["lora_target"])
     if s.method == "dpo":
         v["beta"] = 0.1
+    if s.method == "grpo":
+        v.update(_grpo_values(s))
     v.update({k: x for k, x in w.values.items() if k != "lora_target"})
+    return v
+
+
+def _grpo_values(s) -> dict:
+    """GRPO values from a Setup whose seq_len is prompt + completion (the step-time model's
+    half-and-half split, which the plan ranked with)."""
+    completion = s.seq_len // 2
+    v = {"seq_len": s.seq_len - completion, "max_completion_length": completion,
+         # TRL's default 8 when the batch allows; the completions of one prompt form its group
+         "num_generations": next(g for g in (8, 4, 2) if _global_batch(s) % g == 0),
+         "beta": 0.0, "vllm_mode": s.vllm_mode}
+    if s.vllm_mode == "server":
+        # TRL 1.16's server defaults (trl vllm-serve's port 8000; GRPOConfig's group port); the
+        # reservation is the one the plan searched with (plan.SERVER_UTILIZATION, trl vllm-serve's 0.9)
+        v.update(vllm_gpus=s.vllm_gpus, vllm_tensor_parallel_size=1, vllm_port=8000, vllm_group_port=51216)
+    v["vllm_gpu_memory_utilization"] = s.vllm_gpu_memory_utilization
     return v
 
 
@@ -204,15 +238,14 @@ def _meta(c, a, w: Writer, values: dict, story: dict, names: dict) -> dict:
             entry["primary"] = True
         if executable:
             entry["executable"] = True
-        entry["description"] = f"built from recipes/{lib}"
+        entry["description"] = f"built from recipes/{w.block(lib, method)}"
         files.append(entry)
     hardware = {"gpu": s.gpu, "gpus_per_node": s.gpus_per_node, "nodes": s.nodes}
     if a.host_ram:
         hardware["host_ram_gib"] = a.host_ram
     return {
         "name": a.name, "version": "1.0.0",
-        "summary": f"{a.framework} {method}{' + LoRA' if s.lora_rank else ''} of {a.model} on "
-                   f"{s.gpus_per_node}x{s.gpu}: {describe(s)} (written by ftrecipes plan)",
+        "summary": _summary(a, s),
         "model": {"name": catalog.model(a.model).name, "hf_id": a.model},
         "method": method, "finetuning": "lora" if s.lora_rank else "full",
         "framework": {"name": a.framework, "launcher": w.launcher, "stack": w.stack,
@@ -220,6 +253,16 @@ def _meta(c, a, w: Writer, values: dict, story: dict, names: dict) -> dict:
         "hardware": hardware, "tested_with": _pins(w.stack), "story": story,
         "files": files, "values": values,
     }
+
+
+def _summary(a, s) -> str:
+    """recipe.yaml's summary (at most 200 characters, recipe.schema.json): the setup in full when
+    it fits, else its sharding and offload (the story's fix has the rest)."""
+    from .plan import describe
+
+    head = f"{a.framework} {s.method}{' + LoRA' if s.lora_rank else ''} of {a.model} on {s.gpus_per_node}x{s.gpu}: "
+    full = f"{head}{describe(s)} (written by ftrecipes plan)"
+    return full if len(full) <= 200 else f"{head}{describe(s).split(', micro ')[0]} (written by ftrecipes plan)"[:200]
 
 
 def _readme(r, c, result) -> str:
@@ -264,7 +307,7 @@ def _skeleton(meta: dict, values: dict, w: Writer, names: dict) -> dict:
     for name, lib, *_ in w.files:
         out[f"templates/{names[name]}.j2"] = (
             f'{{#- Written by ftrecipes plan -o: the shared building block, for {method}. -#}}\n'
-            f'{{%- set method = "{method}" -%}}\n{{% include "{lib}" %}}', False)
+            f'{{%- set method = "{method}" -%}}\n{{% include "{w.block(lib, method)}" %}}', False)
     out["CHANGELOG.md"] = (f"# Changelog — {meta['name']}\n\n## 1.0.0\n- Written by `ftrecipes plan -o`: "
                            f"{meta['summary']}.\n", False)
     return out

@@ -15,8 +15,10 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import atomic, paths, recipe as recipe_mod, recipe_memory, render, sources
 from .errors import UserError
+
+# The rendering side (jinja2, the recipe loader, lint) is imported where a recipe is written:
+# plain `plan` imports this module only to say which candidates -o would not write.
 
 VOCAB = "https://ftrecipes.dev/schemas/values.schema.json#/$defs/"
 
@@ -186,6 +188,8 @@ def _values_schema(name: str, values: dict) -> dict:
 
 def _pins(stack: str) -> dict:
     """tested_with: the exact pins of the stack's test venv (tests/envs/<stack>/requirements.txt)."""
+    from . import paths, sources
+
     path = paths.repo_root() / "tests" / "envs" / stack / "requirements.txt"
     want = {"trl": ("trl", "transformers", "accelerate", "deepspeed", "peft", "torch"),
             "llamafactory": ("llamafactory", "transformers", "deepspeed", "peft", "torch"),
@@ -266,6 +270,8 @@ def _summary(a, s) -> str:
 
 
 def _readme(r, c, result) -> str:
+    from . import recipe_memory
+
     sp = c.speed
     parts = ", ".join(f"{k} {v:.2f} s" for k, v in sp.parts.items() if v)
     files = "\n".join(f"- `{f.name}` ({f.format}): {f.description}" for f in r.files)
@@ -324,7 +330,7 @@ MAX_TRIES = 40  # candidates rendered and linted before giving up (each takes we
 
 def _stage(c, runner_up, a, w: Writer, passed: list, tmp: Path):
     """Render candidate c as recipe `a.name` under tmp: ({path: (text, executable)}, lint findings)."""
-    from . import lint
+    from . import lint, recipe as recipe_mod, recipe_memory, render
 
     values = _values(c.setup, a, w)
     names = {n: n.format(method=c.setup.method) for n, *_ in w.files}
@@ -358,6 +364,7 @@ def write(ranked: list, fastest, a) -> int:
     """Write the first of `ranked` (the search limited to `expressible` setups) whose files lint
     clean to a.output as a recipe folder; `fastest` is the unrestricted winner, named in the
     story when it is faster."""
+    from . import atomic
     from .plan import describe
 
     # -o DIR writes the folder DIR; with --name, the folder DIR/NAME (e.g. -o recipes --name x)

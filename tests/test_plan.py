@@ -25,19 +25,21 @@ def _base(model, gpu, per_node, nodes, seq=1024, host=None):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_plan_never_proposes_oom(model):
-    """The grid (every catalog model shape x sft/lora/qlora/dpo/grpo x BUDGETS), in-process: no
-    crash, and every candidate plan returns, re-estimated from its Setup alone, is neither oom
-    nor flagged by lint, adds up to the global batch, and prints."""
+    """The grid (every catalog model shape x sft/lora/qlora/dpo/grpo x BUDGETS, 8 sequences per
+    GPU), in-process: no crash, and no candidate plan returns is oom or flagged by lint, each adds
+    up to the global batch, and prints; the first five, re-estimated from their Setup alone, are
+    still not oom (the search's own estimates are reproducible)."""
     for gpu, per_node, nodes in BUDGETS:
         for method in plan.METHODS:
             base = _base(model, gpu, per_node, nodes, host=512 * GiB)
-            ranked = plan.search(base, method, "trl", 16 * per_node * nodes)
-            for c in ranked:
-                again = estimate(c.setup)
+            batch = 8 * per_node * nodes
+            ranked = plan.search(base, method, "trl", batch)
+            for i, c in enumerate(ranked):
+                again = estimate(c.setup) if i < 5 else c.memory
                 assert again.verdict != "oom", (model, gpu, method, plan.describe(c.setup))
                 assert again.host_verdict != "oom", (model, gpu, method, plan.describe(c.setup))
                 assert plan.lint_flags(c.setup) is None
-                assert c.setup.micro_batch * c.setup.grad_accum * c.setup.gpus == 16 * per_node * nodes
+                assert c.setup.micro_batch * c.setup.grad_accum * c.setup.gpus == batch
                 assert c.speed.tokens_per_s > 0 and 0 < c.speed.mfu < 1
             assert plan.render_text(ranked, 3).count("#") == min(3, len(ranked))
             if ranked:

@@ -98,11 +98,44 @@ def test_pure_bf16_halves_full_fine_tuning_model_states():
     autocast it is 4 + 4 + 8 = 16 (the ZeRO paper's mixed-precision count has the same 16)."""
     psi = QWEN.param_count()
     for mw, per_param in ((False, 8), (True, 16)):
-        r = estimate(Setup(model="Qwen2.5-7B", framework="torch", master_weights=mw, gpu="H200"))
-        step = phase(r, "step")
-        states = step["params"] + step["grads"] + step["optimizer"]
-        big = QWEN.vocab_size * QWEN.hidden_size  # the step's two sqrt/denominator temporaries
-        assert states - 2 * (per_param // 8) * 2 * big == pytest.approx(per_param * psi, rel=1e-3)
+        pt = per_param // 4  # bytes of a trainable weight, and of each AdamW state
+        for impl, temporary in (("fused", 0), ("foreach", pt * psi),
+                                ("single", 2 * pt * QWEN.vocab_size * QWEN.hidden_size)):
+            r = estimate(Setup(model="Qwen2.5-7B", framework="torch", master_weights=mw, gpu="H200", adam_impl=impl))
+            step = phase(r, "step")
+            states = step["params"] + step["grads"] + step["optimizer"]
+            assert states - temporary == pytest.approx(per_param * psi, rel=1e-3), impl
+
+
+def test_torch_adamw_update_temporaries_follow_the_implementation():
+    """torch/optim/adam.py: _multi_tensor_adam (foreach, torch's default on CUDA) takes
+    _foreach_sqrt of every exp_avg_sq at once, one state-sized copy of all trainable parameters;
+    _single_tensor_adam holds sqrt and its quotient for one tensor (the largest: the embedding);
+    the fused kernel none. DeepSpeed's own optimizers add nothing here."""
+    kw = dict(model="Qwen2.5-7B", framework="torch", master_weights=False, gpu="H200")
+    step = {i: phase(estimate(Setup(adam_impl=i, **kw)), "step")["optimizer"] for i in ("fused", "foreach", "single")}
+    assert step["foreach"] - step["fused"] == pytest.approx(2 * QWEN.param_count())
+    assert step["single"] - step["fused"] == pytest.approx(2 * 2 * QWEN.vocab_size * QWEN.hidden_size)
+    ds = dict(model="Qwen2.5-7B", zero_stage=2, gpus=8, gpu="H200")
+    assert estimate(Setup(adam_impl="foreach", **ds)).gpu_allocated_bytes == estimate(
+        Setup(adam_impl="fused", **ds)).gpu_allocated_bytes
+    with pytest.raises(ValueError, match="adam_impl"):
+        estimate(Setup(adam_impl="chunked", **kw))
+
+
+def test_optimizer_in_backward_keeps_one_gradient_at_a_time():
+    """torchtune's optimizer_in_bwd steps and frees each parameter's gradient in a
+    post-accumulate-grad hook: the largest gradient (the embedding) is all that is ever held."""
+    kw = dict(model="Qwen2.5-7B", framework="torch", master_weights=False, gpu="H200", optimizer="paged_adamw_8bit",
+              gradient_checkpointing=True)
+    plain, hooked = estimate(Setup(**kw)), estimate(Setup(optimizer_in_backward=True, **kw))
+    assert phase(plain, "step")["grads"] == pytest.approx(2 * QWEN.param_count())
+    assert phase(hooked, "step")["grads"] == pytest.approx(2 * QWEN.vocab_size * QWEN.hidden_size)
+    assert hooked.gpu_allocated_bytes < plain.gpu_allocated_bytes
+    with pytest.raises(ValueError, match="grad_accum"):
+        estimate(Setup(optimizer_in_backward=True, grad_accum=4, **kw))
+    with pytest.raises(ValueError, match="DeepSpeed"):
+        estimate(Setup(model="Qwen2.5-7B", zero_stage=2, optimizer_in_backward=True))
 
 
 def test_8bit_adamw_keeps_two_bytes_a_parameter_and_32bit_states_for_embeddings():

@@ -39,7 +39,7 @@ _LF_STAGE = {"sft": "sft", "pt": "sft", "rm": "sft", "dpo": "dpo", "kto": "dpo"}
 # Setup fields a recipe does not render but `estimate NAME --set` may change (what-if keys)
 MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "loss_kernel", "modules_to_save",
                "framework", "fsdp_offload", "zero3_init", "image_slices", "adapter_fp32", "trainer", "load_dtype",
-               "varying_lengths", "checkpoint_offload")
+               "varying_lengths", "checkpoint_offload", "optimizer_in_backward", "adam_impl")
 
 
 class _File:
@@ -84,6 +84,13 @@ def _optimizer(f: _File, key="optim"):
     return _HF_OPTIM[str(name)]
 
 
+def _adam_impl(f: _File, key="optim"):
+    """transformers' adamw_torch_fused (and the apex / NPU fused ones) runs torch AdamW's fused
+    kernel; adamw_torch leaves the choice to torch (foreach on CUDA), Setup's default."""
+    name = str(f.get(key) or "")
+    return "fused" if name in _HF_OPTIM and name.endswith("_fused") else None
+
+
 def _precision(f: _File):
     if f.get("bf16") is True:
         return "bf16"
@@ -126,7 +133,7 @@ def from_llamafactory(f: _File) -> dict:
            # LLaMA-Factory checkpoints by default (disable_gradient_checkpointing: false)
            "gradient_checkpointing": not f.get("disable_gradient_checkpointing", default=False),
            "attn_implementation": _LF_ATTN.get(str(f.get("flash_attn", default="auto")), "sdpa"),
-           "precision": _precision(f), "optimizer": _optimizer(f), "model": _model(f.get("model_name_or_path"))}
+           "precision": _precision(f), "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f.get("model_name_or_path"))}
     if f.get("flash_attn") is not None and str(f.get("flash_attn")) not in _LF_ATTN:
         raise f.error("flash_attn", f"flash_attn {f.get('flash_attn')!r}; known: {', '.join(_LF_ATTN)}")
     bits = f.int("quantization_bit")
@@ -181,7 +188,7 @@ def _trl_fields(f: _File, method: str, seq: int) -> dict:
            "seq_len": seq, "micro_batch": f.int("per_device_train_batch_size", default=8),
            # transformers 5.23 renamed gradient_checkpointing to activation_checkpointing (old name an alias)
            "gradient_checkpointing": bool(f.get("activation_checkpointing", "gradient_checkpointing", default=True)),
-           "precision": _precision(f), "optimizer": _optimizer(f), "model": _model(f.get("model_name_or_path")),
+           "precision": _precision(f), "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f.get("model_name_or_path")),
            "attn_implementation": f.get("attn_implementation")}
     if f.get("use_peft") is True or f.get("lora_r") is not None:
         out["lora_rank"] = f.int("lora_r", default=16)
@@ -301,7 +308,7 @@ def from_launch(cfg) -> dict:
         out.update({"micro_batch": f.int("per_device_train_batch_size"), "seq_len": f.int("model_max_length"),
                     "gradient_checkpointing": _true(f.get("gradient_checkpointing")) if "gradient_checkpointing" in f.data else None,
                     "precision": "bf16" if _true(f.get("bf16")) else ("fp16" if _true(f.get("fp16")) else None),
-                    "optimizer": _optimizer(f), "model": _model(f.get("model_name_or_path")),
+                    "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f.get("model_name_or_path")),
                     "gpus": procs * (nodes or 1) if procs else None, "nodes": nodes,
                     "lora_rank": (f.int("lora_r", default=64) if lora else 0) if "use_lora" in f.data else None,
                     "quantization": "4bit" if lora and _true(f.get("q_lora", default=False)) else None})
@@ -400,7 +407,7 @@ def parse_sets(items, allowed=MEMORY_KEYS) -> dict:
             raise UserError(f"--set {item}: '{key}' is not a memory setting; known: {', '.join(allowed)}")
         try:
             if key in ("double_quant", "master_weights", "adapter_fp32", "fsdp_offload", "zero3_init", "varying_lengths",
-                       "checkpoint_offload"):
+                       "checkpoint_offload", "optimizer_in_backward"):
                 out[key] = coerce(raw, "boolean")
             elif key == "image_slices":
                 out[key] = coerce(raw, "integer")

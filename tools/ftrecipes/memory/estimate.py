@@ -27,8 +27,8 @@ CUDA_CONTEXT = int(0.75 * GiB)
 # bench/published_memory's train split, never on its held-out part. Fitted on nvidia-smi and
 # max_memory_reserved figures, the fixed part also absorbs what neither term names (NCCL's
 # buffers, a context larger than CUDA_CONTEXT).
-ALLOCATOR_FIXED = int(3.25 * GiB)
-ALLOCATOR_SLACK = 0.00
+ALLOCATOR_FIXED = int(0.75 * GiB)
+ALLOCATOR_SLACK = 0.30
 # With samples of different lengths every step frees and re-allocates its largest blocks, the
 # V-wide logits and loss tensors, in a size set by its token count; a larger step cannot reuse
 # the cached smaller ones and a smaller one splits the larger ones, so about this many times
@@ -36,7 +36,7 @@ ALLOCATOR_SLACK = 0.00
 # cached segments and retries before it raises OOM (c10/cuda/CUDACachingAllocator.cpp,
 # DeviceCachingAllocator::malloc: release_cached_blocks, then alloc_block again), so this part
 # counts in reserved and nvidia-smi figures, never in the verdict.
-ALLOCATOR_VARYING = 1.80
+ALLOCATOR_VARYING = 1.90
 CATEGORIES = ("params", "grads", "master", "optimizer", "activations", "temporaries", "runtime", "generation")
 
 
@@ -82,6 +82,7 @@ class Setup:
     double_quant: bool | None = None   # 4-bit absmax quantised again; None: LLaMA-Factory yes, others no
     master_weights: bool | None = None  # fp32 trainable weights; None: DeepSpeed/LLaMA-Factory yes, else no
     optimizer: str = "adamw"           # adamw | adamw_8bit | paged_adamw_8bit | paged_adamw_32bit | sgd | adafactor
+    adam_impl: str = "foreach"         # torch AdamW outside DeepSpeed: foreach | fused | single
     loss_kernel: str = "none"          # none | liger | chunked (fused / chunked cross-entropy)
     modules_to_save: list = field(default_factory=list)  # LoRA: modules trained in full (embed_tokens, lm_head)
     fsdp_offload: bool = False         # FSDP CPU offload of parameters, gradients and optimizer
@@ -93,6 +94,8 @@ class Setup:
                                        # unpacked data); false: packed or padded to seq_len
     checkpoint_offload: bool = False   # gradient checkpointing that parks each layer's input in host
                                        # RAM (Unsloth's "unsloth" mode, LLaMA-Factory use_unsloth_gc)
+    optimizer_in_backward: bool = False  # each parameter stepped and its gradient freed as soon as it
+                                         # is accumulated (torchtune optimizer_in_bwd)
 
     def shape(self):
         return catalog.model(self.model) if self.model else None
@@ -308,6 +311,11 @@ def _buffers(c: _Plan) -> None:
         largest_gather = max(shape.layer_params(), shape.vocab_size * shape.hidden_size)
         c.largest_tensor = shape.vocab_size * shape.hidden_size if not s.lora_rank else max(
             s.lora_rank * (i + o) for (i, o) in shape.linear_shapes().values())
+    if s.optimizer_in_backward:
+        # torchtune's register_optim_in_bwd_hooks (training/memory.py): a post-accumulate-grad hook
+        # per parameter runs that parameter's optimizer step and zero_grad(set_to_none), so one
+        # gradient, at most the largest, exists at a time instead of all of them
+        c.ms.grads = min(c.ms.grads, c.pt * (c.largest_tensor or c.trainable))
     c.ds, ds_notes = resolve(s.ds, shape.hidden_size if shape is not None else None, s.trainer)
     if c.deepspeed:
         c.notes.extend(ds_notes)

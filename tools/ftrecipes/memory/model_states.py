@@ -201,6 +201,11 @@ def wrapper_model_states(*, framework: str, frozen_bytes: float, trainable: int,
 
 
 FRAMEWORKS = ("deepspeed", "ddp", "fsdp", "fsdp2", "torch")
+# How torch's AdamW runs its update (torch/optim/adam.py): "foreach" (_multi_tensor_adam, what
+# torch picks on CUDA when neither foreach nor fused is given: _default_to_fused_or_foreach, and
+# what the HF Trainer's "adamw_torch" asks for), "fused" (one kernel, adamw_torch_fused) or
+# "single" (_single_tensor_adam, torch < 2.0's default).
+ADAM_IMPLS = ("foreach", "fused", "single")
 QUANTIZATIONS = ("none", "4bit", "8bit")
 
 
@@ -209,7 +214,7 @@ def check_expressed(s) -> list[str]:
     combinations a framework accepts but ignores. s: a Setup (read by attribute)."""
     from .activations import LOSS_KERNELS
 
-    for name, allowed in (("framework", FRAMEWORKS), ("quantization", QUANTIZATIONS),
+    for name, allowed in (("framework", FRAMEWORKS), ("quantization", QUANTIZATIONS), ("adam_impl", ADAM_IMPLS),
                           ("optimizer", OPTIMIZERS), ("loss_kernel", LOSS_KERNELS)):
         if getattr(s, name) not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(s, name)!r}")
@@ -219,6 +224,12 @@ def check_expressed(s) -> list[str]:
         # peft/LLaMA-Factory refuse it too: "Quantized models can only be used for the LoRA"
         raise ValueError(f"quantization {s.quantization} needs LoRA (lora_rank > 0): quantized base "
                          "weights cannot be trained in full")
+    if s.optimizer_in_backward and s.framework == "deepspeed":
+        raise ValueError("optimizer_in_backward needs a PyTorch training loop (framework torch, ddp or fsdp): "
+                         "DeepSpeed runs its optimizer after backward")
+    if s.optimizer_in_backward and s.grad_accum > 1:
+        # torchtune refuses it too: the gradient is consumed before the next micro batch adds to it
+        raise ValueError("optimizer_in_backward cannot accumulate gradients (grad_accum must be 1)")
     notes = []
     if s.fsdp_offload and s.framework not in ("fsdp", "fsdp2"):
         notes.append("fsdp_offload only applies to framework fsdp/fsdp2; ignored")
@@ -315,6 +326,20 @@ def expressed_states(s, shape, total: int, trainable: int, n: int, stage: int, p
                                 frozen_grad_bytes=frozen_grads)
 
 
+def adam_step_temporaries(s, pt: int, trainable: float, largest_tensor: int) -> float:
+    """Bytes torch's AdamW allocates during its update, outside DeepSpeed (whose FusedAdam / CPU
+    Adam update in place). s: a Setup; pt: bytes of a trainable parameter (= of its states).
+    foreach: _multi_tensor_adam takes torch._foreach_sqrt(exp_avg_sqs) of every parameter of a
+    device and dtype group at once, then divides and adds in place: one state-sized copy of all
+    of them. single: exp_avg_sq.sqrt() and its quotient by bias_correction2_sqrt exist together,
+    one tensor at a time. fused: no temporaries."""
+    if s.optimizer == "paged_adamw_32bit":
+        return 2 * pt * largest_tensor
+    if s.optimizer != "adamw" or s.adam_impl == "fused":
+        return 0.0
+    return pt * trainable if s.adam_impl == "foreach" else 2 * pt * largest_tensor
+
+
 def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, pt: int,
                          ms: ModelStates, largest_tensor: int) -> dict:
     """GPU temporaries of the non-DeepSpeed settings, by phase {forward, backward, step}; "load":
@@ -354,7 +379,5 @@ def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, p
         t["load"] = p * total
     if s.framework != "deepspeed" and not (s.framework in ("fsdp", "fsdp2") and s.fsdp_offload):
         shard = n if s.framework in ("fsdp", "fsdp2") else 1
-        adam_like = s.optimizer in ("adamw", "paged_adamw_32bit")
-        # torch AdamW (single tensor) builds exp_avg_sq.sqrt() and the denominator per tensor
-        t["step"] += 2 * pt * largest_tensor / shard if adam_like else 0.0
+        t["step"] += adam_step_temporaries(s, pt, trainable, largest_tensor) / shard
     return t

@@ -85,10 +85,14 @@ def _optimizer(f: _File, key="optim"):
 
 
 def _adam_impl(f: _File, key="optim"):
-    """transformers' adamw_torch_fused (and the apex / NPU fused ones) runs torch AdamW's fused
-    kernel; adamw_torch leaves the choice to torch (foreach on CUDA), Setup's default."""
-    name = str(f.get(key) or "")
-    return "fused" if name in _HF_OPTIM and name.endswith("_fused") else None
+    """How the trainer's torch AdamW updates. transformers (training_args.py) defaults `optim` to
+    adamw_torch_fused where torch >= 2.8, which the stacks these schemas come from have; the
+    *_fused names run the fused kernel; adamw_torch leaves the choice to torch, which takes
+    foreach on CUDA (optim/optimizer.py _default_to_fused_or_foreach)."""
+    name = str(f.get(key) or "adamw_torch_fused")
+    if name not in _HF_OPTIM or _HF_OPTIM[name] != "adamw":
+        return None
+    return "fused" if name.endswith("_fused") else "foreach"
 
 
 def _precision(f: _File):
@@ -351,6 +355,10 @@ def read(paths) -> tuple[dict, dict]:
         queue += [(ref, True) for ref in lint.references(cfg)] + _deepspeed_from_cwd(cfg, lint.references(cfg))
     if ds and out.get("framework") not in (None, "deepspeed"):
         out["framework"] = "deepspeed"
+    if ds.get("optimizer"):
+        # DeepSpeed builds the optimizer its config names (FusedAdam, CPU Adam); the trainer's
+        # `optim` is then not used
+        out.pop("adam_impl", None)
     bound = out.pop("vllm_max_model_len", None)
     if out.pop("_unbounded_prompt", False) and bound:
         out["seq_len"] = bound

@@ -62,13 +62,17 @@ class Transients:
     init_grad_buffer: float = 0.0  # ZeRO-3: fp32 gradient buffer used to create Adam's states
     step_allgather: float = 0.0    # ZeRO-1/2: bucket that all-gathers updated parameters, after
                                    # the fp32 gradient is freed ("Step 4" in stage_1_and_2.step)
+    step_update: float = 0.0       # a trainer's torch AdamW stepping the flat fp32 partition: the
+                                   # fp32 gradient and the update's own temporaries
 
 
 def transients(cfg: dict, *, stage: int, n: int, p: int, trainable: int, largest_gather: int,
-               largest_param: int, offload_optimizer: str) -> Transients:
+               largest_param: int, offload_optimizer: str, adam_impl: str = "auto") -> Transients:
     """cfg: resolve()'s settings. largest_gather: elements of the biggest block ZeRO-3 must
     materialise at once (a decoder layer, or the embedding / LM head); largest_param: elements of
-    the biggest trainable parameter."""
+    the biggest trainable parameter. adam_impl: foreach / single when the optimizer is the
+    trainer's torch AdamW (a config without an "optimizer" section, zero_allow_untested_optimizer),
+    auto / fused when DeepSpeed builds its own (FusedAdam updates in place)."""
     t = Transients()
     if stage == 0:
         return t
@@ -108,4 +112,20 @@ def transients(cfg: dict, *, stage: int, n: int, p: int, trainable: int, largest
             sub_group = min(cfg["sub_group_size"], trainable / n)
             t.step_grad_cast = (p + 4) * sub_group
             t.init_grad_buffer = 4 * sub_group
+            t.step_update = client_adam_update(sub_group, adam_impl)
+    if stage in (1, 2) and not offload:
+        t.step_update = client_adam_update(trainable / n, adam_impl)
     return t
+
+
+def client_adam_update(elements: float, adam_impl: str) -> float:
+    """GPU bytes while a torch AdamW the trainer built steps one flat fp32 partition of `elements`
+    (stage_1_and_2.step / stage3._optimizer_step put that single tensor into the optimizer's param
+    group): its fp32 gradient, plus _foreach_sqrt's state-sized copy (foreach: torch's default on
+    CUDA, what transformers' adamw_torch gets) or sqrt and quotient together (single tensor). The
+    bit16 flatten the cast started from is freed by then. Zero for DeepSpeed's own optimizers."""
+    if adam_impl == "foreach":
+        return (4 + 4) * elements
+    if adam_impl == "single":
+        return (4 + 8) * elements
+    return 0.0

@@ -82,7 +82,8 @@ class Setup:
     double_quant: bool | None = None   # 4-bit absmax quantised again; None: LLaMA-Factory yes, others no
     master_weights: bool | None = None  # fp32 trainable weights; None: DeepSpeed/LLaMA-Factory yes, else no
     optimizer: str = "adamw"           # adamw | adamw_8bit | paged_adamw_8bit | paged_adamw_32bit | sgd | adafactor
-    adam_impl: str = "foreach"         # torch AdamW outside DeepSpeed: foreach | fused | single
+    adam_impl: str = "auto"            # how torch's AdamW updates: foreach | fused | single; auto:
+                                       # foreach outside DeepSpeed, DeepSpeed's own optimizer under it
     loss_kernel: str = "none"          # none | liger | chunked (fused / chunked cross-entropy)
     modules_to_save: list = field(default_factory=list)  # LoRA: modules trained in full (embed_tokens, lm_head)
     fsdp_offload: bool = False         # FSDP CPU offload of parameters, gradients and optimizer
@@ -321,7 +322,7 @@ def _buffers(c: _Plan) -> None:
         c.notes.extend(ds_notes)
         c.tr = transients(c.ds, stage=c.stage, n=c.n, p=c.p, trainable=c.trainable,
                           largest_gather=largest_gather, largest_param=c.largest_tensor,
-                          offload_optimizer=c.off_opt)
+                          offload_optimizer=c.off_opt, adam_impl=s.adam_impl if s.optimizer == "adamw" else "fused")
     else:
         c.tr = Transients()
     c.xt = expressed_transients(s, shape, c.total, c.trainable, c.n, c.p, c.pt, c.ms, c.largest_tensor)
@@ -416,10 +417,10 @@ def _step(c: _Plan) -> Phase:
     if c.stage == 3:
         # the fp32 gradient is built one sub_group_size block at a time (deepspeed_transients)
         return c.phase("step", master=ms.master, grads=ms.grads, optimizer=ms.optimizer,
-                       temporaries=tr.step_grad_cast)
+                       temporaries=max(tr.step_grad_cast, tr.step_update))
     if c.stage in (1, 2):
         step = c.phase("step", master=ms.master, grads=ms.grads, optimizer=ms.optimizer,
-                       temporaries=max(tr.step_grad_cast, tr.step_allgather))
+                       temporaries=max(tr.step_grad_cast, tr.step_allgather, tr.step_update))
         before_adam = step.total_bytes - step.by_category["optimizer"]
         if before_adam > c.gpu.memory_bytes:
             c.notes.append("runs out of memory at the first optimizer step, while DeepSpeed casts the gradient "

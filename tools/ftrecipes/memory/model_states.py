@@ -204,8 +204,9 @@ FRAMEWORKS = ("deepspeed", "ddp", "fsdp", "fsdp2", "torch")
 # How torch's AdamW runs its update (torch/optim/adam.py): "foreach" (_multi_tensor_adam, what
 # torch picks on CUDA when neither foreach nor fused is given: _default_to_fused_or_foreach, and
 # what the HF Trainer's "adamw_torch" asks for), "fused" (one kernel, adamw_torch_fused) or
-# "single" (_single_tensor_adam, torch < 2.0's default).
-ADAM_IMPLS = ("foreach", "fused", "single")
+# "single" (_single_tensor_adam, torch < 2.0's default); "auto": foreach outside DeepSpeed, and
+# under DeepSpeed the optimizer DeepSpeed builds from its config (updates in place).
+ADAM_IMPLS = ("auto", "foreach", "fused", "single")
 QUANTIZATIONS = ("none", "4bit", "8bit")
 
 
@@ -337,7 +338,7 @@ def adam_step_temporaries(s, pt: int, trainable: float, largest_tensor: int) -> 
         return 2 * pt * largest_tensor
     if s.optimizer != "adamw" or s.adam_impl == "fused":
         return 0.0
-    return pt * trainable if s.adam_impl == "foreach" else 2 * pt * largest_tensor
+    return pt * trainable if s.adam_impl in ("foreach", "auto") else 2 * pt * largest_tensor
 
 
 def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, pt: int,

@@ -111,16 +111,44 @@ def test_torch_adamw_update_temporaries_follow_the_implementation():
     """torch/optim/adam.py: _multi_tensor_adam (foreach, torch's default on CUDA) takes
     _foreach_sqrt of every exp_avg_sq at once, one state-sized copy of all trainable parameters;
     _single_tensor_adam holds sqrt and its quotient for one tensor (the largest: the embedding);
-    the fused kernel none. DeepSpeed's own optimizers add nothing here."""
+    the fused kernel none. Under DeepSpeed, "auto" is DeepSpeed's own optimizer (in place)."""
     kw = dict(model="Qwen2.5-7B", framework="torch", master_weights=False, gpu="H200")
     step = {i: phase(estimate(Setup(adam_impl=i, **kw)), "step")["optimizer"] for i in ("fused", "foreach", "single")}
     assert step["foreach"] - step["fused"] == pytest.approx(2 * QWEN.param_count())
     assert step["single"] - step["fused"] == pytest.approx(2 * 2 * QWEN.vocab_size * QWEN.hidden_size)
     ds = dict(model="Qwen2.5-7B", zero_stage=2, gpus=8, gpu="H200")
-    assert estimate(Setup(adam_impl="foreach", **ds)).gpu_allocated_bytes == estimate(
-        Setup(adam_impl="fused", **ds)).gpu_allocated_bytes
+    assert phase(estimate(Setup(**ds)), "step") == phase(estimate(Setup(adam_impl="fused", **ds)), "step")
     with pytest.raises(ValueError, match="adam_impl"):
         estimate(Setup(adam_impl="chunked", **kw))
+
+
+def test_config_optim_names_the_adamw_update(tmp_path):
+    """transformers' `optim`: adamw_torch -> torch's choice (foreach on CUDA), *_fused and the
+    default (adamw_torch_fused with torch >= 2.8) -> fused; a DeepSpeed config that names its own
+    optimizer makes the trainer's `optim` irrelevant."""
+    ds = tmp_path / "ds.json"
+    ds.write_text('{"zero_optimization": {"stage": 2}, "bf16": {"enabled": true}}')
+    for line, impl in (("optim: adamw_torch\n", "foreach"), ("optim: adamw_torch_fused\n", "fused"), ("", "fused"),
+                       ("optim: adamw_bnb_8bit\n", None)):
+        p = tmp_path / "sft.yaml"
+        p.write_text("model_name_or_path: Qwen/Qwen2.5-7B\noutput_dir: o\nbf16: true\n" + line)
+        assert read([str(p)])[1].get("adam_impl") == impl, line
+    p.write_text(f"model_name_or_path: Qwen/Qwen2.5-7B\noutput_dir: o\nbf16: true\noptim: adamw_torch\ndeepspeed: {ds}\n")
+    assert read([str(p)])[1]["adam_impl"] == "foreach"
+    ds.write_text('{"zero_optimization": {"stage": 2}, "bf16": {"enabled": true}, "optimizer": {"type": "AdamW"}}')
+    assert "adam_impl" not in read([str(p)])[1]
+
+
+def test_trainer_adamw_under_deepspeed_steps_the_flat_partition():
+    """stage_1_and_2.step / stage3._optimizer_step hand the trainer's optimizer one flat fp32
+    partition (ZeRO-3: one sub-group): foreach adds its fp32 gradient and a sqrt copy of it."""
+    kw = dict(model="Qwen2.5-7B", gpus=8, gpu="H200")
+    psi = QWEN.param_count()
+    for stage, elems in ((2, psi / 8), (3, min(1e9, psi / 8))):
+        own, client = (estimate(Setup(zero_stage=stage, adam_impl=i, **kw)) for i in ("auto", "foreach"))
+        assert phase(client, "step")["temporaries"] == pytest.approx(max(phase(own, "step")["temporaries"], 8 * elems))
+    off = dict(kw, zero_stage=2, offload_optimizer="cpu")
+    assert estimate(Setup(adam_impl="foreach", **off)).gpu_allocated_bytes == estimate(Setup(**off)).gpu_allocated_bytes
 
 
 def test_optimizer_in_backward_keeps_one_gradient_at_a_time():
@@ -494,8 +522,9 @@ def test_trl_loads_fp32_weights_unless_told_otherwise(tmp_path):
         _ds, f = read([str(p)])
         r = estimate(Setup(**{k: v for k, v in f.items() if k != "trainer"}, trainer="trl", gpu="H200"))
         step = phase(r, "step")
-        big = (per_param // 4) * psi  # foreach AdamW's sqrt of every state, in the parameter dtype
-        assert step["params"] + step["grads"] + step["optimizer"] - big == pytest.approx(per_param * psi, rel=1e-3)
+        # no `optim:` -> transformers' adamw_torch_fused (torch >= 2.8): no update temporaries
+        assert f["adam_impl"] == "fused"
+        assert step["params"] + step["grads"] + step["optimizer"] == pytest.approx(per_param * psi, rel=1e-3)
     lora32 = estimate(Setup(model="Qwen2.5-7B", lora_rank=8, framework="torch", load_dtype="fp32"))
     lora16 = estimate(Setup(model="Qwen2.5-7B", lora_rank=8, framework="torch"))
     frozen = QWEN.param_count()

@@ -301,3 +301,13 @@ def test_zero2_step_flattens_then_casts_the_gradient_partition():
     r = estimate(Setup(model="Llama-3-8B", gpus=2, zero_stage=2))
     step = next(p for p in r.phases if p.name == "step").by_category
     assert step["temporaries"] == pytest.approx((2 + 4) * 8_030_261_248 / 2)
+
+
+def test_zero3_backward_peak_keeps_the_saved_activations_while_the_gradient_buffer_is_full():
+    """ZeRO-3 allocates its gradient partition before the first forward (stage3.py), so backward
+    never has less gradient memory than that; its peak is then the start of backward, where every
+    saved activation and the loss gradients are alive, not the end where activations are gone."""
+    r = estimate(Setup(model="Qwen2.5-7B", zero_stage=3, gpus=2, seq_len=4096, gradient_checkpointing=True))
+    bwd, fwd = phase(r, "backward"), phase(r, "forward")
+    assert bwd["activations"] == pytest.approx(fwd["activations"])
+    assert bwd["grads"] == pytest.approx(phase(r, "setup")["grads"])

@@ -400,7 +400,10 @@ def _backward(c: _Plan) -> Phase:
         (act.saved_layers / L, layer_work, max(0.0, grads_full - layer_grad - last_grad)),
         (0.0, p * shape.hidden_size * T + last_grad, grads_full - last_grad),
     ]
-    best = max(cands, key=sum)
+    # a gradient buffer allocated up front (ZeRO-3) is full all through backward, so the start of
+    # backward, with every saved activation, is then its peak
+    floor = c.resident.get("grads", 0.0)
+    best = max(cands, key=lambda cand: cand[0] + cand[1] + max(cand[2], floor))
     return c.phase("backward", master=c.ms.master, activations=best[0], temporaries=best[1] + buffers,
                    grads=best[2])
 

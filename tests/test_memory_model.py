@@ -308,6 +308,6 @@ def test_zero3_backward_peak_keeps_the_saved_activations_while_the_gradient_buff
     never has less gradient memory than that; its peak is then the start of backward, where every
     saved activation and the loss gradients are alive, not the end where activations are gone."""
     r = estimate(Setup(model="Qwen2.5-7B", zero_stage=3, gpus=2, seq_len=4096, gradient_checkpointing=True))
-    bwd, fwd = phase(r, "backward"), phase(r, "forward")
+    setup, fwd, bwd = (p.by_category for p in r.phases[:3])
     assert bwd["activations"] == pytest.approx(fwd["activations"])
-    assert bwd["grads"] == pytest.approx(phase(r, "setup")["grads"])
+    assert bwd["grads"] == pytest.approx(setup["grads"])

@@ -93,3 +93,25 @@ def test_qlora_recipe_postmortem_micro_batch_4_is_oom(run_cli):
     assert code == 3 and j["verdict"] == "oom" and j["remedies"][0]["verdict"] == "fits"
     code, out, _ = run_cli("estimate", "mistral7b-qlora-4090x1", "--set", "quantization=none", "--json")
     assert code == 3 and json.loads(out)["verdict"] == "oom"
+
+
+def test_remedies_respect_what_the_recipe_allows():
+    """qwen7b-dpo-v100x8 pins zero_stage to 2 (fp16 dynamic loss scaling of the LoRA adapters needs
+    ZeRO-2): a ZeRO-3 remedy would be refused by its own values schema, so none is offered, while
+    the same setting estimated outside the recipe does get one."""
+    from dataclasses import replace
+
+    from ftrecipes.memory.inputs import setup_from_values, values_after
+    from ftrecipes.memory.remedies import remedies
+
+    r = recipe.load("qwen7b-dpo-v100x8")
+    res = recipe_memory.estimate(r, {"seq_len": 4096})
+    assert res.verdict == "oom" and res.remedies
+    assert not any("zero_stage" in m["change"] for m in res.remedies)
+    bare = remedies(res.setup, res.gpu_peak_bytes)
+    assert any(m["change"].startswith("zero_stage 2 -> 3") for m in bare)
+    # a remedy's values: only the fields it changes move, under their recipe names
+    s = setup_from_values({"seq_len": 1024, "zero_stage": 2, "micro_batch_size": 2}, {"model": "Qwen2.5-7B"})
+    after = values_after({"seq_len": 1024, "zero_stage": 2, "micro_batch_size": 2}, s,
+                         replace(s, zero_stage=3, micro_batch=1, seq_len=512))
+    assert after == {"seq_len": 512, "zero_stage": 3, "micro_batch_size": 1}

@@ -39,8 +39,15 @@ def estimate(recipe, overrides=None, memory=None):
         meta["host_ram_gb"] = hw["host_ram_gib"]
     if memory:
         meta["setup"] = memory
+    schema_keys = set((recipe.values_schema or {}).get("properties") or {})
+
+    def allowed(changed):
+        # a remedy is offered only if the recipe's values schema accepts it (the keys it knows)
+        trial = {k: v for k, v in changed.items() if k in schema_keys or k in resolved}
+        return values.first_problem(recipe, trial) is None
+
     try:
-        return estimate_from_values(resolved, meta)
+        return estimate_from_values(resolved, meta, allowed=allowed)
     except (KeyError, ValueError) as exc:
         raise UserError(f"{recipe.name}: cannot estimate memory: {exc}") from None
 

@@ -104,6 +104,11 @@ def _first_problem(recipe, data, where_doc):
     return problems[0] if problems else None
 
 
+def first_problem(recipe, data):
+    """The first way `data` (a whole set of values) breaks the recipe's values schema, or None."""
+    return _first_problem(recipe, data, None)
+
+
 def resolve(recipe, overrides=None):
     """Defaults merged with overrides, each validated: errors name the file and line, or the --set."""
     defaults = recipe.defaults

@@ -201,16 +201,39 @@ def setup_from_values(values: dict, meta: dict) -> Setup:
     return s
 
 
-def run(setup: Setup, with_remedies: bool = True) -> Result:
+def run(setup: Setup, with_remedies: bool = True, allowed=None) -> Result:
     r = estimate(setup)
     if with_remedies and r.verdict != "fits":
-        r.remedies = remedies(setup, r.gpu_peak_bytes)
+        r.remedies = remedies(setup, r.gpu_peak_bytes, allowed=allowed)
     return r
 
 
-def estimate_from_values(values: dict, meta: dict) -> Result:
-    """Recipe mode entry point: `ftrecipes estimate RECIPE` hands over resolved values + metadata."""
-    return run(setup_from_values(values, meta))
+def estimate_from_values(values: dict, meta: dict, allowed=None) -> Result:
+    """Recipe mode entry point: `ftrecipes estimate RECIPE` hands over resolved values + metadata.
+    allowed(values) -> bool: whether the recipe accepts these values (remedies it refuses are not
+    offered)."""
+    setup = setup_from_values(values, meta)
+    if allowed is None:
+        return run(setup)
+    return run(setup, allowed=lambda s2: allowed(values_after(values, setup, s2)))
+
+
+# Setup fields a remedy changes -> the recipe value that renders them
+_REMEDY_VALUES = {"zero_stage": "zero_stage", "offload_optimizer": "offload_optimizer",
+                  "offload_param": "offload_param", "gradient_checkpointing": "gradient_checkpointing",
+                  "micro_batch": "micro_batch_size", "lora_rank": "lora_rank", "lora_target": "lora_target"}
+
+
+def values_after(values: dict, before: Setup, after: Setup) -> dict:
+    """The recipe values a remedy amounts to: `values` with the Setup fields it changed."""
+    out = dict(values)
+    for field_name, key in _REMEDY_VALUES.items():
+        if getattr(after, field_name) != getattr(before, field_name):
+            out[key] = getattr(after, field_name)
+    if after.seq_len != before.seq_len and "seq_len" in values:
+        # GRPO recipes' seq_len is the prompt budget; the estimate adds the completion to it
+        out["seq_len"] = values["seq_len"] - (before.seq_len - after.seq_len)
+    return out
 
 
 def estimate_from_config(ds: dict, **overrides) -> Result:

@@ -56,14 +56,18 @@ def _candidates(s: Setup):
     return c
 
 
-def remedies(s: Setup, current_peak: float, limit: int = 8) -> list[dict]:
+def remedies(s: Setup, current_peak: float, limit: int = 8, allowed=None) -> list[dict]:
     """Changes that lower the GPU peak, the ones that fit first, each group cheapest first.
 
-    If no single change fits, pairs of the two cheapest kinds are tried too.
+    If no single change fits, pairs of the two cheapest kinds are tried too. allowed(setup) ->
+    bool, when given, drops changes the caller cannot make (a recipe's values schema refusing
+    them); a pair is kept only when both of its changes are allowed together.
     """
     out = []
     singles = []
     for cost, change, s2 in _candidates(s):
+        if allowed is not None and not allowed(s2):
+            continue
         try:
             r = estimate(s2)
         except (ValueError, KeyError):
@@ -78,6 +82,8 @@ def remedies(s: Setup, current_peak: float, limit: int = 8) -> list[dict]:
                 # apply the second change on top of the first by re-deriving it from s1
                 for cc, chx, sx in _candidates(s1):
                     if chx.split(" ")[0] == ch2.split(" ")[0] and cc == c2:
+                        if allowed is not None and not allowed(sx):
+                            break
                         r = estimate(sx)
                         if r.gpu_peak_bytes < current_peak:
                             singles.append((max(c1, c2) + 0.5, f"{ch1} and {chx}", sx, r))

@@ -311,3 +311,17 @@ def test_zero3_backward_peak_keeps_the_saved_activations_while_the_gradient_buff
     setup, fwd, bwd = (p.by_category for p in r.phases[:3])
     assert bwd["activations"] == pytest.approx(fwd["activations"])
     assert bwd["grads"] == pytest.approx(setup["grads"])
+
+
+def test_megatron_gpt2_shape_and_activations_follow_the_published_counts():
+    """DeepSpeed's ZeRO tutorial GPT-2 1.5B: 48 layers of 12h^2 + 13h, a 50304 x 1600 embedding tied
+    to the output, 1024 x 1600 positions and a final LayerNorm = 1,557,686,400 parameters.
+    Korthikanti et al. (arXiv:2205.05198, sec. 4.1): a layer keeps 34sbh + 5as^2b bytes in fp16."""
+    m = model("GPT-2-1.5B-Megatron")
+    h, a, s, L = 1600, 16, 1024, 48
+    assert m.param_count() == L * (12 * h * h + 13 * h) + 50304 * h + 1024 * h + 2 * h == 1_557_686_400
+    act = activations(m, s, 1, 2)
+    assert act.layer_saved == s * (34 * h + 5 * a * s)
+    assert act.saved_layers == L * act.layer_saved
+    ckpt = activations(m, s, 1, 2, gradient_checkpointing=True)
+    assert ckpt.saved_layers < act.layer_saved

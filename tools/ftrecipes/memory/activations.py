@@ -125,6 +125,8 @@ def layer_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tu
             b += p * h
         return b
 
+    if shape.gpt2:
+        return gpt2_layer_bytes_per_token(shape, p, seq_len)
     total = norm(True, input_requires_grad) + norm(True, True)
     if attn == "eager":
         # HF eager attention keeps rotated q, K and V repeated to all heads (repeat_kv), the
@@ -156,6 +158,18 @@ def layer_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tu
         total += p * lora_rank * len(targets)
     del trains
     return total
+
+
+def gpt2_layer_bytes_per_token(shape: ModelShape, p: int, seq_len: int) -> int:
+    """One Megatron-style GPT-2 layer, full training, per token: Korthikanti et al. (arXiv:2205.05198,
+    sec. 4.1) count, with p = 2, 11h + 5as for attention (QKV input, Q and K, softmax output, its
+    dropout mask and output, V, the projection input and its dropout mask), 19h for the MLP
+    (input, GeLU input and fc2 input of width 4h, dropout mask) and 4h for the two LayerNorms'
+    inputs: 34h + 5as. Written here with p and the MLP width i, 1-byte dropout masks."""
+    h, i, a = shape.hidden_size, shape.intermediate_size, shape.num_attention_heads
+    attention = (5 * p + 1) * h + (2 * p + 1) * a * seq_len
+    mlp = p * h + 2 * p * i + h
+    return attention + mlp + 2 * p * h
 
 
 def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lora_rank: int = 0,

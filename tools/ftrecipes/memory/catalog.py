@@ -144,9 +144,18 @@ class ModelShape:
     def kv_dim(self) -> int:
         return self.num_key_value_heads * self.head_dim
 
+    @property
+    def gpt2(self) -> bool:
+        """A GPT-2-style block: LayerNorms with bias, fused QKV, a plain GeLU MLP (no gate),
+        learned position embeddings."""
+        return self.model_type == "gpt2"
+
     def linear_shapes(self) -> dict[str, tuple[int, int]]:
         """(in, out) of each linear layer in one decoder layer, by HF module name."""
         h, i, q, kv = self.hidden_size, self.intermediate_size, self.num_attention_heads * self.head_dim, self.kv_dim
+        if self.gpt2:
+            return {"q_proj": (h, q), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (q, h),
+                    "up_proj": (h, i), "down_proj": (i, h)}
         return {
             "q_proj": (h, q), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (q, h),
             "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h),
@@ -154,6 +163,9 @@ class ModelShape:
 
     def layer_params(self) -> int:
         lin = sum(a * b for a, b in self.linear_shapes().values())
+        if self.gpt2:
+            # every linear has a bias; two LayerNorms with weight and bias
+            return lin + sum(o for _i, o in self.linear_shapes().values()) + 4 * self.hidden_size
         bias = (self.num_attention_heads * self.head_dim + 2 * self.kv_dim) if self.qkv_bias else 0
         return lin + bias + self.norms_per_layer * self.hidden_size + self.qk_norm_params
 
@@ -170,6 +182,10 @@ class ModelShape:
     def decoder_params(self) -> int:
         emb = self.vocab_size * self.hidden_size
         head = 0 if self.tie_word_embeddings else emb
+        if self.gpt2:
+            # learned position embeddings; the final LayerNorm has a bias
+            positions = self.hf_config.get("max_position_embeddings", 1024) * self.hidden_size
+            return emb + head + positions + self.num_hidden_layers * self.layer_params() + 2 * self.hidden_size
         return emb + head + self.num_hidden_layers * self.layer_params() + self.hidden_size
 
     def param_count(self) -> int:
@@ -224,6 +240,11 @@ _MODELS = [
     _shape("MiniCPM-Llama3-V-2_5", 4096, 14336, 32, 32, 8, 128256, vision=_siglip(448, 980, 96, 4096, "resampler"),
            note="language model is Llama-3-8B; SigLIP-400M vision tower + resampler, 96 tokens per image slice",
            rms_norm_eps=1e-5, rope_theta=500000.0),
+    # The Megatron-LM GPT-2 1.5B of DeepSpeed's ZeRO tutorial (docs/_tutorials/zero.md:
+    # --num-layers 48 --hidden-size 1600 --num-attention-heads 16, 1024 positions; Megatron pads
+    # the 50257-token vocabulary to 50304), embeddings tied to the output layer
+    _shape("GPT-2-1.5B-Megatron", 1600, 6400, 48, 16, 16, 50304, tie=True, mtype="gpt2",
+           max_position_embeddings=1024, note="Megatron-LM GPT-2 as in DeepSpeed's ZeRO tutorial"),
     # Qwen/Qwen3-8B config.json: head_dim 128, no qkv bias, q_norm/k_norm per head
     _shape("Qwen3-8B", 4096, 12288, 36, 32, 8, 151936, mtype="qwen3", head_dim=128, rms_norm_eps=1e-6),
     # Qwen/Qwen2.5-72B config.json

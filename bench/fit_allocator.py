@@ -15,8 +15,9 @@ the chosen values are checked against a real run of the benchmark. The fit:
     allocator keeps what it reserved and grows until the card is full, so it says how much was
     available, not how much was needed);
   - keeps only values under which the train split's verdicts are as good as with no allocator
-    model (no reported OOM lost, no run that fitted called oom), then takes the lowest median
-    absolute error (ties: the smaller values).
+    model (no reported OOM lost, no run that fitted called oom), then takes the values that flag
+    the most reported OOMs and, among those, the lowest median absolute error (ties: the smaller
+    values).
 """
 from __future__ import annotations
 
@@ -37,32 +38,36 @@ GiB = 1024 ** 3
 FIXED = [i / 4 for i in range(0, 21)]     # 0 .. 5 GiB
 SLACK = [i / 20 for i in range(0, 61)]    # 0 .. 3
 VARYING = [i / 10 for i in range(0, 31)]  # 0 .. 3
+NCCL = [i / 4 for i in range(0, 9)]        # 0 .. 2 GiB
 CENSORED = 0.98
 
 
-def rows_at(fixed_gib: float, slack: float, cases: list[dict], varying: float = 0.0) -> list[dict]:
+def rows_at(fixed_gib: float, slack: float, cases: list[dict], varying: float = 0.0, nccl_gib: float = 0.0) -> list[dict]:
     est.ALLOCATOR_FIXED, est.ALLOCATOR_SLACK, est.ALLOCATOR_VARYING = fixed_gib * GiB, slack, varying
+    est.NCCL_BUFFERS = nccl_gib * GiB
     return [pm.evaluate(c) for c in cases]
 
 
-def bases(cases: list[dict]) -> list[tuple[dict, float, float]]:
-    """(row without allocator model, churn GiB, GiB that ALLOCATOR_VARYING multiplies) per case."""
+def bases(cases: list[dict]) -> list[tuple[dict, float, float, float]]:
+    """(row without allocator model, churn GiB, GiB that ALLOCATOR_VARYING multiplies, 1 where
+    NCCL_BUFFERS applies) per case."""
     plain = rows_at(0.0, 0.0, cases)
     churned = rows_at(0.0, 1.0, cases)
     varied = rows_at(0.0, 0.0, cases, 1.0)
-    return [(r, q["reserved_gib"] - r["reserved_gib"], v["reserved_gib"] - r["reserved_gib"])
-            if r.get("expressible") else (r, 0.0, 0.0) for r, q, v in zip(plain, churned, varied)]
+    nccl = rows_at(0.0, 0.0, cases, 0.0, 1.0)
+    return [(r, q["reserved_gib"] - r["reserved_gib"], v["reserved_gib"] - r["reserved_gib"], m["card_gib"] - r["card_gib"])
+            if r.get("expressible") else (r, 0.0, 0.0, 0.0) for r, q, v, m in zip(plain, churned, varied, nccl)]
 
 
-def row_at(base: tuple[dict, float, float], fixed_gib: float, slack: float, varying: float) -> dict:
+def row_at(base: tuple, fixed_gib: float, slack: float, varying: float, nccl_gib: float = 0.0) -> dict:
     """What published_memory.evaluate gives under these constants, from the case's base figures
     (the same comparisons and verdict rules; main() checks the chosen point against a real run)."""
-    r, churn, varied = base
+    r, churn, varied, peers = base
     if not r.get("expressible"):
         return r
     reclaim = varying * varied
     add = fixed_gib + slack * churn + reclaim
-    out = dict(r, reserved_gib=r["reserved_gib"] + add, card_gib=r["card_gib"] + add)
+    out = dict(r, reserved_gib=r["reserved_gib"] + add, card_gib=r["card_gib"] + add + nccl_gib * peers)
     cap = r["capacity_gib"]
     out["verdict"] = est.verdict(out["card_gib"] - reclaim, cap)
     if r["what"] == "oom":
@@ -110,26 +115,30 @@ def main(argv=None) -> int:
     for fixed in FIXED:
         for slack in SLACK:
             for varying in VARYING:
-                rows = [row_at(b, fixed, slack, varying) for b in tb]
-                recall, false_oom = verdicts(rows)
-                if recall < base[0] or false_oom > base[1]:
-                    continue
-                m = median_error(rows)
-                if best is None or m < best[3] - 1e-9:
-                    best = (fixed, slack, varying, m)
-    fixed, slack, varying, m = best
-    real = rows_at(fixed, slack, train, varying)
-    if abs(median_error(real) - m) > 1e-6 or verdicts(real) != verdicts([row_at(b, fixed, slack, varying) for b in tb]):
+                for nccl in NCCL:
+                    rows = [row_at(b, fixed, slack, varying, nccl) for b in tb]
+                    recall, false_oom = verdicts(rows)
+                    if recall < base[0] or false_oom > base[1]:
+                        continue
+                    # a missed OOM is the worse mistake: the most OOMs flagged first, then the error
+                    key = (-recall, median_error(rows))
+                    if best is None or key < best[4]:
+                        best = (fixed, slack, varying, nccl, key)
+    fixed, slack, varying, nccl, (_recall, m) = best
+    real = rows_at(fixed, slack, train, varying, nccl)
+    if abs(median_error(real) - m) > 1e-6 or verdicts(real) != verdicts(
+            [row_at(b, fixed, slack, varying, nccl) for b in tb]):
         raise SystemExit("fit_allocator: the arithmetic grid disagrees with published_memory.evaluate")
     print(f"train cases: {len(train)}, figures used for the fit: {len(fit_rows(real))} "
           f"(reserved or nvidia-smi, card below {CENSORED:.0%} of capacity)")
     print(f"chosen on train: ALLOCATOR_FIXED = {fixed:.2f} GiB, ALLOCATOR_SLACK = {slack:.2f}, "
-          f"ALLOCATOR_VARYING = {varying:.2f}\n")
+          f"ALLOCATOR_VARYING = {varying:.2f}, NCCL_BUFFERS = {nccl:.2f} GiB\n")
     print("| split | fitted figures: median abs error % | all figures: median abs error % | figures | "
           "verdicts agree | OOM recall | false OOM |")
     print("|---|---:|---:|---:|---|---|---|")
-    for label, (fx, sl, va) in (("no allocator model", (0.0, 0.0, 0.0)), ("fitted", (fixed, slack, varying))):
-        rows = rows_at(fx, sl, cases, va)
+    for label, (fx, sl, va, nc) in (("no allocator model", (0.0, 0.0, 0.0, 0.0)),
+                                    ("fitted", (fixed, slack, varying, nccl))):
+        rows = rows_at(fx, sl, cases, va, nc)
         for name in ("train", "heldout"):
             part = [r for r in rows if r["split"] == name]
             s = pm.summary(part)

@@ -326,3 +326,17 @@ def test_megatron_gpt2_shape_and_activations_follow_the_published_counts():
     # Megatron's --checkpoint-activations keeps each layer's fp16 input (and one causal mask)
     ckpt = activations(m, s, 1, 2, gradient_checkpointing=True)
     assert ckpt.saved_layers == L * 2 * h * s + s * s
+
+
+def test_nccl_buffers_count_on_the_card_of_multi_process_runs_only():
+    """NCCL allocates its buffers itself (outside torch's caching allocator): they are in what
+    nvidia-smi shows and in the verdict, not in max_memory_reserved, and one process has no peers."""
+    from ftrecipes.memory.estimate import NCCL_BUFFERS
+
+    one = estimate(Setup(model="Qwen2.5-7B", zero_stage=2, gpus=1, lora_rank=16))
+    two = estimate(Setup(model="Qwen2.5-7B", zero_stage=2, gpus=2, lora_rank=16))
+    for r in (one, two):
+        assert r.gpu_reserved_bytes > r.gpu_allocated_bytes
+    assert one.gpu_card_bytes == pytest.approx(one.gpu_reserved_bytes + one.cuda_context_bytes)
+    assert two.gpu_card_bytes == pytest.approx(two.gpu_reserved_bytes + two.cuda_context_bytes
+                                               + NCCL_BUFFERS)

@@ -28,7 +28,7 @@ CUDA_CONTEXT = int(0.75 * GiB)
 # max_memory_reserved figures, the fixed part also absorbs what neither term names (NCCL's
 # buffers, a context larger than CUDA_CONTEXT).
 ALLOCATOR_FIXED = int(0.75 * GiB)
-ALLOCATOR_SLACK = 0.30
+ALLOCATOR_SLACK = 0.20
 # With samples of different lengths every step frees and re-allocates its largest blocks, the
 # V-wide logits and loss tensors, in a size set by its token count; a larger step cannot reuse
 # the cached smaller ones and a smaller one splits the larger ones, so about this many times
@@ -36,7 +36,11 @@ ALLOCATOR_SLACK = 0.30
 # cached segments and retries before it raises OOM (c10/cuda/CUDACachingAllocator.cpp,
 # DeviceCachingAllocator::malloc: release_cached_blocks, then alloc_block again), so this part
 # counts in reserved and nvidia-smi figures, never in the verdict.
-ALLOCATOR_VARYING = 1.90
+ALLOCATOR_VARYING = 2.00
+# NCCL's own buffers (per peer and channel, NCCL_BUFFSIZE) are cudaMalloc'ed by NCCL, outside
+# torch's caching allocator: nvidia-smi shows them, max_memory_reserved does not, and a process
+# alone in its communicator has no peers. Fitted like the constants above.
+NCCL_BUFFERS = int(1.75 * GiB)
 CATEGORIES = ("params", "grads", "master", "optimizer", "activations", "temporaries", "runtime", "generation")
 
 
@@ -471,8 +475,9 @@ def _reserved(c: _Plan, gpu_peak: float, at: Phase) -> dict:
     logits = c.act.forward_transient + c.act.backward_loss_transient if c.act else 0.0
     reclaimable = ALLOCATOR_VARYING * logits if c.s.varying_lengths else 0.0
     reserved = allocated + ALLOCATOR_FIXED + ALLOCATOR_SLACK * churn + reclaimable
+    nccl = NCCL_BUFFERS if c.n > 1 and c.s.framework != "torch" else 0
     return {"gpu_allocated_bytes": allocated, "gpu_reserved_bytes": reserved, "cuda_context_bytes": context,
-            "gpu_card_bytes": reserved + context + generation, "reclaimable": reclaimable}
+            "gpu_card_bytes": reserved + context + nccl + generation, "reclaimable": reclaimable}
 
 
 def _host(c: _Plan) -> tuple[dict, float]:

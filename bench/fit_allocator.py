@@ -4,10 +4,12 @@
 
 The estimate's reserved figure is allocated + ALLOCATOR_FIXED + ALLOCATOR_SLACK x churn, plus
 ALLOCATOR_VARYING x the logits/loss transients when the steps see different sequence lengths
-(churn = activations + temporaries at the peak; see memory/estimate._reserved). These three are the only constants of
-the estimate fitted to published figures. Every case is estimated three times (no allocator model,
-churn alone, logits transients alone), which gives its allocated bytes, churn and logits transients; the grid is then arithmetic on those, and
-the chosen values are checked against a real run of the benchmark. The fit:
+(churn = activations + temporaries at the peak; see memory/estimate._reserved); its card figure
+adds NCCL_BUFFERS for every process of a multi-process run. These four are the only constants of
+the estimate fitted to published figures. Every case is estimated four times (no allocator model,
+churn alone, logits transients alone, NCCL alone), which gives its allocated bytes, churn, logits
+transients and whether NCCL applies; the grid is then arithmetic on those, and the chosen values
+are checked against a real run of the benchmark. The fit:
   - uses `split: train` cases only; held-out figures are computed once, with the chosen values,
     and never take part in the choice;
   - uses the figures that measure reserved memory (`reserved`, `nvidia-smi`), except those within

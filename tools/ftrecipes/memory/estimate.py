@@ -25,8 +25,8 @@ CUDA_CONTEXT = int(0.75 * GiB)
 # The caching allocator's reserved-but-unallocated memory (see _reserved): a fixed part and a
 # part per byte of short-lived tensors at the peak. Both fitted by bench/fit_allocator.py on
 # bench/published_memory's train split, never on its held-out part. Fitted on nvidia-smi and
-# max_memory_reserved figures, the fixed part also absorbs what neither term names (NCCL's
-# buffers, a context larger than CUDA_CONTEXT).
+# max_memory_reserved figures, the fixed part also absorbs what no term names (cuBLAS
+# workspaces, a context larger than CUDA_CONTEXT).
 ALLOCATOR_FIXED = int(0.75 * GiB)
 ALLOCATOR_SLACK = 0.20
 # With samples of different lengths every step frees and re-allocates its largest blocks, the

@@ -61,7 +61,7 @@ def run_trace(python, case):
 def est_phases(case):
     r = estimate(Setup(model=case["model"], seq_len=case["seq_len"], micro_batch=1, precision="bf16",
                        gradient_checkpointing=case["gradient_checkpointing"], lora_rank=case["lora_rank"],
-                       lora_target="all", framework="torch", cuda_context_bytes=0,
+                       lora_target="all", framework="torch", cuda_context_bytes=0, adam_impl="single",
                        attn_implementation="sdpa-cpu" if attn(case) == "sdpa" else attn(case)))
     phases = {}
     for p in r.phases:

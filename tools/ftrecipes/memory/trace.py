@@ -100,8 +100,8 @@ def trace_step(model: str, seq_len: int, micro_batch: int = 1, gradient_checkpoi
             # embedding; re-tie as from_pretrained would
             base = net.get_base_model() if hasattr(net, "get_base_model") else net
             base.lm_head.weight = base.get_input_embeddings().weight
-        # single-tensor AdamW: its per-tensor temporaries are what estimate() models; foreach
-        # would add list-wide temporaries that fused/DeepSpeed optimizers do not have
+        # single-tensor AdamW, compared with estimate(adam_impl="single"): foreach's list-wide
+        # sqrt copy is one formula in the estimate, single's per-tensor temporaries need a trace
         opt = torch.optim.AdamW([p for p in net.parameters() if p.requires_grad], lr=1e-5,
                                 foreach=False, fused=False)
         ids = torch.randint(0, shape.vocab_size, (micro_batch, seq_len), device="cpu")

@@ -148,27 +148,18 @@ def test_svg_is_well_formed_and_draws_every_phase():
 
 
 def test_every_shipped_recipe_fits_its_hardware():
-    import glob
-    import os
+    """Each recipe as `estimate NAME` sees it: its values plus what its rendered files set (a
+    recipe without a DeepSpeed file, such as a QLoRA one, takes quantization and the optimizer
+    from its trainer config; its values alone would describe another run)."""
+    from ftrecipes import recipe, recipe_memory
 
-    import yaml
-    from ftrecipes.memory import estimate_from_values
-
-    root = os.path.join(os.path.dirname(__file__), "..", "recipes")
-    found = 0
-    for path in sorted(glob.glob(os.path.join(root, "*", "recipe.yaml"))):
-        r = yaml.safe_load(open(path, encoding="utf-8"))
-        if not isinstance(r, dict) or "values" not in r or "hardware" not in r:
-            continue
-        meta = dict(model=r["model"]["name"], gpu=r["hardware"]["gpu"], method=r.get("method", "sft"),
-                    framework=(r.get("framework") or {}).get("name", ""),
-                    host_ram_gb=r["hardware"].get("host_ram_gib"))
-        res = estimate_from_values(r["values"], meta)
-        assert res.verdict != "oom", (path, res.gpu_peak_bytes / GiB)
-        assert res.host_verdict in (None, "fits", "tight"), (path, res.host_peak_bytes / GiB)
-        found += 1
-    if not found:
+    names = recipe.names()
+    if not names:
         pytest.skip("no recipes")
+    for name in names:
+        res = recipe_memory.estimate(recipe.load(name))
+        assert res.verdict != "oom", (name, res.gpu_card_bytes / GiB)
+        assert res.host_verdict in (None, "fits", "tight"), (name, res.host_peak_bytes / GiB)
 
 
 # --- DeepSpeed buffers, read from deepspeed 0.19.8 (deepspeed/runtime/zero/stage_1_and_2.py, stage3.py)

@@ -337,8 +337,11 @@ def _base(a) -> Setup:
     host = int(a.host_ram * 1024 ** 3) if a.host_ram else None
     if a.image_slices < 0:
         raise UserError(f"--image-slices {a.image_slices}: must be 0 or more")
+    # the trainers plan writes for run today's transformers, whose default optim with torch >= 2.8
+    # is adamw_torch_fused (no update temporaries), as `estimate --config` reads a file without optim
     return Setup(model=a.model, gpu=gpu_name, gpus=gpus, gpus_per_node=count, nodes=a.nodes, seq_len=a.seq_len,
-                 precision="bf16" if gpu.bf16 else "fp16", host_ram_bytes=host, image_slices=a.image_slices)
+                 precision="bf16" if gpu.bf16 else "fp16", host_ram_bytes=host, image_slices=a.image_slices,
+                 adam_impl="fused")
 
 
 def main(a) -> int:

@@ -232,3 +232,12 @@ def test_vllm_engine_must_hold_the_model():
     # 14B on one 24 GB card: no engine can hold it, so GRPO has no candidate at all
     assert plan._generation_modes("grpo", _base("Qwen2.5-14B", "RTX-4090", 1, 1, seq=2048), 8) == []
     assert plan.search(_base("Qwen2.5-14B", "RTX-4090", 1, 1, seq=2048), "grpo", "trl", 8, 16, "lora") == []
+
+
+def test_openrlhf_plans_render_no_parameter_offload():
+    """OpenRLHF 0.11 builds its training DeepSpeed config with offload=False (utils/deepspeed/
+    deepspeed.py get_ds_train_config; only --ds.adam_offload on the CLI): a plan for it must not
+    rank a ZeRO-3 parameter-offload setup its launch cannot render."""
+    ranked = plan.search(_base("Llama-3-8B", "A10G", 4, 1, 2048, 192 * GiB), "sft", "openrlhf", 64)
+    assert ranked, "no candidate"
+    assert all(c.setup.offload_param == "none" for c in ranked)

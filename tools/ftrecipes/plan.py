@@ -25,6 +25,10 @@ BACKENDS = {
     "trl": ("deepspeed", "fsdp2", "ddp"), "accelerate": ("deepspeed", "fsdp2", "ddp"),
     "llamafactory": ("deepspeed", "fsdp", "ddp"), "openrlhf": ("deepspeed",),
 }
+# OpenRLHF builds its training DeepSpeed config with offload=False (openrlhf 0.11.2,
+# utils/deepspeed/deepspeed.py get_ds_train_config; the CLI has --ds.adam_offload only), so its
+# launch cannot render ZeRO-3 parameter offload.
+NO_PARAM_OFFLOAD = frozenset({"openrlhf"})
 # Liger's fused linear + cross-entropy: TRL (use_liger_kernel) and LLaMA-Factory (enable_liger_kernel)
 LIGER = ("trl", "llamafactory", "accelerate")
 # Model types Liger patches (linkedin/Liger-Kernel, src/liger_kernel/transformers/monkey_patch.py,
@@ -78,7 +82,8 @@ def _backends(framework: str, full: bool, n: int):
                 out.append(dict(framework="deepspeed", zero_stage=stage))
             for stage in ((1, 2, 3) if n > 1 else (2,)):
                 out.append(dict(framework="deepspeed", zero_stage=stage, offload_optimizer="cpu"))
-            out.append(dict(framework="deepspeed", zero_stage=3, offload_optimizer="cpu", offload_param="cpu"))
+            if framework not in NO_PARAM_OFFLOAD:
+                out.append(dict(framework="deepspeed", zero_stage=3, offload_optimizer="cpu", offload_param="cpu"))
         elif b in ("fsdp", "fsdp2") and n > 1:
             out.append(dict(framework=b))
             out.append(dict(framework=b, fsdp_offload=True))

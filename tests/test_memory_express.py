@@ -281,10 +281,12 @@ def test_ddp_buckets_are_a_second_copy_of_the_gradients():
 
 def test_fsdp_full_shard_divides_model_states_and_gathers_layers():
     """FSDP FULL_SHARD / FSDP2 fully_shard: parameters, gradients and optimizer states are split
-    over the ranks; only the running (and prefetched) units are gathered."""
-    ddp = estimate(Setup(model="Llama-3-8B", framework="ddp", gpus=8, gpu="H100"))
+    over the ranks; only the running (and prefetched) units are gathered. Pure bf16 on both sides
+    (mixed_precision no): with mixed precision accelerate casts FSDP2's trainable weights to fp32,
+    which test_memory_upcast.py covers."""
+    ddp = estimate(Setup(model="Llama-3-8B", framework="ddp", gpus=8, gpu="H100", mixed_precision="no"))
     for fw in ("fsdp", "fsdp2"):
-        f = estimate(Setup(model="Llama-3-8B", framework=fw, gpus=8, gpu="H100"))
+        f = estimate(Setup(model="Llama-3-8B", framework=fw, gpus=8, gpu="H100", mixed_precision="no"))
         assert phase(f, "setup")["params"] == pytest.approx(phase(ddp, "setup")["params"] / 8, rel=1e-9)
         assert phase(f, "step")["optimizer"] < phase(ddp, "step")["optimizer"] / 7
         layer = model("Llama-3-8B").layer_params()

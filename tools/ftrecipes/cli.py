@@ -134,19 +134,7 @@ def _cmd_lint(args):
         return 0
     if not args.paths:
         raise UserError("lint needs FILE_OR_DIR arguments (or --explain RULE / --list-rules)")
-    versions = {}
-    for item in args.framework_version:
-        if "=" not in item:
-            raise UserError(f"--framework-version {item}: expected NAME=VERSION")
-        name, version = item.split("=", 1)
-        try:
-            versions_mod.parse(version)
-        except ValueError as exc:
-            raise UserError(f"--framework-version {item}: {exc}") from None
-        known = versions_mod.known_frameworks()
-        if name.strip().lower() not in known:
-            raise UserError(f"--framework-version {item}: unknown framework '{name.strip()}' (known: {', '.join(known)})")
-        versions[name.strip().lower()] = version.strip()
+    versions = versions_mod.parse_framework_versions(args.framework_version)
     if args.gpu is not None:
         from .memory import catalog
 
@@ -248,7 +236,8 @@ def _cmd_estimate(args):
 
     r = recipe.load(args.recipe)
     rendered, what_if = memory_configs.split_sets(r.values_schema.get("properties", {}), args.set)
-    result = recipe_memory.estimate(r, values.parse_sets(r, rendered), memory_configs.parse_sets(what_if))
+    memory = {**memory_configs.parse_sets(what_if), **memory_configs.version_fields(args.framework_version)}
+    result = recipe_memory.estimate(r, values.parse_sets(r, rendered), memory)
     if args.svg:
         from . import atomic
 

@@ -35,6 +35,11 @@ def estimate(recipe, overrides=None, memory=None):
         meta["deepspeed"] = json.loads(ds_text)
     else:
         memory = {**_file_settings(recipe, overrides), **(memory or {})}
+        # the accelerate release the recipe targets (tested_with, or an accelerate_version value):
+        # what accelerate's FSDP2 preparation casts depends on it (memory.model_states.fsdp2_upcast)
+        targeted = recipe.framework_versions(resolved).get("accelerate")
+        if targeted and not memory.get("accelerate_version"):
+            memory["accelerate_version"] = targeted
     if hw.get("host_ram_gib"):
         meta["host_ram_gb"] = hw["host_ram_gib"]
     if memory:

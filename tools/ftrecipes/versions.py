@@ -135,6 +135,24 @@ def in_range(version, ranges):
     return any(specifier(r).contains(v) for r in ranges)
 
 
+def parse_framework_versions(items):
+    """{framework: version} from `--framework-version NAME=VER` items (lint, estimate)."""
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise UserError(f"--framework-version {item}: expected NAME=VERSION")
+        name, version = item.split("=", 1)
+        try:
+            parse(version)
+        except ValueError as exc:
+            raise UserError(f"--framework-version {item}: {exc}") from None
+        known = known_frameworks()
+        if name.strip().lower() not in known:
+            raise UserError(f"--framework-version {item}: unknown framework '{name.strip()}' (known: {', '.join(known)})")
+        out[name.strip().lower()] = version.strip()
+    return out
+
+
 # ------------------------------------------------------------------------------------------
 # The key-history table (schemas/versions.json)
 # ------------------------------------------------------------------------------------------

@@ -65,6 +65,9 @@ def _add_estimate(sp):
                    help="override a recipe value, or a memory setting (quantization, optimizer, ...)")
     p.add_argument("--config", action="append", default=[], metavar="FILE",
                    help="DeepSpeed JSON, LLaMA-Factory / TRL / accelerate YAML or OpenRLHF script (repeatable)")
+    p.add_argument("--framework-version", action="append", default=[], metavar="NAME=VER",
+                   help="the accelerate or deepspeed release the run uses (default: the files' repository pins, "
+                        "the recipe's tested_with, else the newest release the trainer accepts)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--model", help="catalog name (e.g. Qwen2.5-7B) or path to a HF config.json")
     g.add_argument("--params", type=amount(0, 1e15), help="parameter count (model states only)")
@@ -125,7 +128,8 @@ def setup_from_args(a) -> Setup:
                 host_ram_bytes=int(a.host_ram_gb * 1024 ** 3) if a.host_ram_gb else None)
     if a.gradient_checkpointing:
         over["gradient_checkpointing"] = True
-    merged = {**from_files, **configs.parse_sets(a.set), **{k: v for k, v in over.items() if v is not None}}
+    merged = {**from_files, **configs.parse_sets(a.set), **configs.version_fields(a.framework_version),
+              **{k: v for k, v in over.items() if v is not None}}
     return setup_from_deepspeed(ds, **merged)
 
 

@@ -39,7 +39,8 @@ _LF_STAGE = {"sft": "sft", "pt": "sft", "rm": "sft", "dpo": "dpo", "kto": "dpo"}
 # Setup fields a recipe does not render but `estimate NAME --set` may change (what-if keys)
 MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "loss_kernel", "modules_to_save",
                "framework", "fsdp_offload", "zero3_init", "image_slices", "adapter_fp32", "trainer", "load_dtype",
-               "varying_lengths", "checkpoint_offload", "optimizer_in_backward", "adam_impl")
+               "varying_lengths", "checkpoint_offload", "optimizer_in_backward", "adam_impl", "mixed_precision",
+               "accelerate_version")
 
 
 class _File:
@@ -147,7 +148,9 @@ def from_llamafactory(f: _File) -> dict:
         out["quantization"] = f"{bits}bit"
         out["double_quant"] = bool(f.get("double_quantization", default=True))
     if f.get("pure_bf16") is True:
+        # hparams/parser.py: compute_dtype is bf16 with bf16 or pure_bf16; the model loads in it
         out["master_weights"] = False
+        out["precision"] = "bf16"
     if f.get("enable_liger_kernel") is True:
         out["loss_kernel"] = "liger"
     elif f.get("use_unsloth") is True:
@@ -159,6 +162,8 @@ def from_llamafactory(f: _File) -> dict:
         out["checkpoint_offload"] = True
     if f.get("deepspeed"):
         out["framework"] = "deepspeed"
+    # TrainingArguments' own bf16/fp16 (default false); pure_bf16 is not one of them
+    out["mixed_precision"] = _precision(f) or "no"
     return out
 
 
@@ -210,6 +215,8 @@ def _trl_fields(f: _File, method: str, seq: int) -> dict:
     if dtype not in _TORCH_DTYPES:
         raise f.error("dtype", f"dtype {dtype!r}; known: {', '.join(_TORCH_DTYPES)}")
     out["load_dtype"] = _TORCH_DTYPES[dtype]
+    # TRL's configs default bf16 to true unless fp16 is set ("bf16: Defaults to True if fp16 is not set")
+    out["mixed_precision"] = "fp16" if f.get("fp16") is True else ("no" if f.get("bf16") is False else "bf16")
     if method == "grpo":
         out["vllm_mode"] = f.get("vllm_mode", default="server") if f.get("use_vllm") else "none"
         util = f.get("vllm_gpu_memory_utilization")
@@ -225,8 +232,10 @@ def from_accelerate(f: _File) -> dict:
     mp = f.get("mixed_precision")
     if mp in ("bf16", "fp16"):
         out["precision"] = mp
-    elif mp == "no":
-        out["precision"] = "fp32"
+    if mp in ("bf16", "fp16", "no"):
+        # "no" trains in the dtype the weights have: fp32 unless a trainer file loads them in
+        # bf16 (read() decides once every file is in); FSDP2's cast depends on it (fsdp2_upcast)
+        out["mixed_precision"] = mp
     if dist == "DEEPSPEED":
         out["framework"] = "deepspeed"
         ds = f.get("deepspeed_config") or {}
@@ -332,6 +341,7 @@ def read(paths) -> tuple[dict, dict]:
 
     ds: dict = {}
     out: dict = {}
+    mixed: list = []  # (kind, mixed_precision) of each trainer and accelerate file
     seen: set = set()
     queue = [(p, True) for p in paths]
     while queue:
@@ -346,7 +356,9 @@ def read(paths) -> tuple[dict, dict]:
             check_fields(cfg.doc, DEEPSPEED_FIELDS)  # what the estimate reads, typed as DeepSpeed reads it
             ds = {**ds, **cfg.data}
         elif cfg.kind in _MAPPERS:
-            out.update({k: v for k, v in _MAPPERS[cfg.kind](_File(cfg)).items() if v is not None})
+            found = _MAPPERS[cfg.kind](_File(cfg))
+            mixed.append((cfg.kind, found.pop("mixed_precision", None)))
+            out.update({k: v for k, v in found.items() if v is not None})
         elif cfg.kind == "launch":
             out.update({k: v for k, v in from_launch(cfg).items() if v is not None})
         else:
@@ -359,10 +371,42 @@ def read(paths) -> tuple[dict, dict]:
         # DeepSpeed builds the optimizer its config names (FusedAdam, CPU Adam); the trainer's
         # `optim` is then not used
         out.pop("adam_impl", None)
+    _mixed_precision(out, mixed)
+    version = _pinned_accelerate(paths)
+    if version:
+        out.setdefault("accelerate_version", version)
     bound = out.pop("vllm_max_model_len", None)
     if out.pop("_unbounded_prompt", False) and bound:
         out["seq_len"] = bound
     return ds, out
+
+
+def _mixed_precision(out, mixed):
+    """accelerate's mixed precision for the run, whatever order the files came in: transformers'
+    TrainingArguments takes bf16/fp16 when the trainer's file sets them and otherwise
+    ACCELERATE_MIXED_PRECISION, which `accelerate launch` sets from the accelerate config, so
+    any file that turns it on wins. An accelerate config saying "no" without a trainer file
+    naming a precision trains in the weights' dtype: fp32 unless they load in bf16/fp16."""
+    said = [mp for _kind, mp in mixed if mp]
+    on = [mp for mp in said if mp != "no"]
+    if on:
+        out["mixed_precision"] = on[-1]
+    elif said:
+        out["mixed_precision"] = "no"
+    if ("accelerate", "no") in mixed and "precision" not in out:
+        out["precision"] = out.get("load_dtype") or "fp32"
+
+
+def _pinned_accelerate(paths):
+    """The accelerate release the files' repository pins (requirements, pyproject, ...), found as
+    lint finds pins (ftrecipes.pins): the first given file with one wins."""
+    from .. import pins
+
+    for path in paths:
+        hit = pins.pinned(path).get("accelerate")
+        if hit:
+            return hit[0]
+    return None
 
 
 def _deepspeed_from_cwd(cfg, found) -> list:
@@ -399,6 +443,18 @@ def split_sets(recipe_keys, items) -> tuple[list, list]:
         key = item.split("=", 1)[0].strip()
         (what_if if key in MEMORY_KEYS and key not in recipe_keys else rendered).append(item)
     return rendered, what_if
+
+
+# `--framework-version NAME=VER` names whose release changes what the estimate models
+_VERSION_FIELDS = {"accelerate": "accelerate_version", "deepspeed": "deepspeed_version"}
+
+
+def version_fields(items) -> dict:
+    """Setup fields from `estimate --framework-version` (checked as lint checks them)."""
+    from ..versions import parse_framework_versions
+
+    given = parse_framework_versions(items)
+    return {_VERSION_FIELDS[fw]: v for fw, v in given.items() if fw in _VERSION_FIELDS}
 
 
 def parse_sets(items, allowed=MEMORY_KEYS) -> dict:

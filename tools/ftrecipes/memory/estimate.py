@@ -81,6 +81,9 @@ class Setup:
     host_ram_bytes: int | None = None  # per node, for the host verdict
     cuda_context_bytes: int = CUDA_CONTEXT
     deepspeed_version: str = ""       # e.g. "0.19.8"; see deepspeed_transients.py for what depends on it
+    accelerate_version: str = ""      # e.g. "1.11.0"; "": the newest the trainer accepts (model_states.accelerate_version)
+    mixed_precision: str = ""         # accelerate's mixed_precision: no | bf16 | fp16; "": on for bf16/fp16
+                                      # training unless master_weights is false (model_states.mixed_precision_on)
     # Settings beyond DeepSpeed's (model_states.expressed_states / activations.loss_terms)
     quantization: str = "none"         # none | 4bit | 8bit: bitsandbytes base weights (QLoRA)
     double_quant: bool | None = None   # 4-bit absmax quantised again; None: LLaMA-Factory yes, others no

@@ -231,7 +231,20 @@ def check_expressed(s) -> list[str]:
     if s.optimizer_in_backward and s.grad_accum > 1:
         # torchtune refuses it too: the gradient is consumed before the next micro batch adds to it
         raise ValueError("optimizer_in_backward cannot accumulate gradients (grad_accum must be 1)")
+    if s.mixed_precision not in MIXED_PRECISIONS:
+        raise ValueError(f"mixed_precision must be one of no, bf16, fp16, got {s.mixed_precision!r}")
+    if s.accelerate_version:
+        from ..versions import parse
+
+        try:
+            parse(s.accelerate_version)
+        except ValueError as exc:
+            raise ValueError(f"accelerate_version: {exc}") from None
     notes = []
+    if fsdp2_upcast(s) == "all":
+        assumed = "" if s.accelerate_version else " (assumed: no accelerate version given)"
+        notes.append(f"accelerate {accelerate_version(s)}{assumed} casts the whole model to fp32 under FSDP2 with "
+                     "mixed precision, frozen weights included; accelerate >= 1.14 casts trainable parameters only")
     if s.fsdp_offload and s.framework not in ("fsdp", "fsdp2"):
         notes.append("fsdp_offload only applies to framework fsdp/fsdp2; ignored")
     if not s.zero3_init and not (s.framework == "deepspeed" and s.zero_stage == 3):
@@ -247,9 +260,12 @@ def check_expressed(s) -> list[str]:
 def uses_master_weights(s) -> bool:
     """fp32 trainable weights? Unset: DeepSpeed always builds fp32 masters; LLaMA-Factory casts
     trainable parameters to fp32 unless pure_bf16 (llamafactory/model/adapter.py
-    cast_trainable_params_to_fp32); TRL / the HF Trainer keep the dtype the model was loaded in."""
+    cast_trainable_params_to_fp32); TRL / the HF Trainer keep the dtype the model was loaded in.
+    accelerate's FSDP2 cast (fsdp2_upcast) comes after all of them and overrides a pure_bf16."""
     if s.precision == "fp32":
         return False
+    if fsdp2_upcast(s) != "none":
+        return True
     if s.master_weights is not None:
         return bool(s.master_weights)
     return s.framework == "deepspeed" or s.trainer == "llamafactory" or load_bytes(s, 2) == 4
@@ -269,6 +285,60 @@ def load_bytes(s, p: int) -> int:
     return _DTYPE_BYTES[s.load_dtype]
 
 
+def held_bytes(s, p: int) -> int:
+    """Bytes per frozen weight while training: as loaded, unless accelerate's FSDP2 preparation
+    casts the whole model to fp32 (fsdp2_upcast "all")."""
+    return 4 if fsdp2_upcast(s) == "all" else load_bytes(s, p)
+
+
+# accelerate's fsdp2_prepare_model (accelerate/utils/fsdp_utils.py), when accelerate's
+# mixed_precision is not "no" and the model is not fp32 already, read in the release wheels:
+# - 1.6.0 (first FSDP2 release) to 1.12.0: `model = model.to(torch.float32)` after fully_shard,
+#   so every parameter, the frozen base of a LoRA run included, is sharded in fp32
+#   (accelerate#3844: FSDP2 LoRA held more memory than FSDP1, which casts trainable FlatParameters only);
+# - 1.13.0: accelerate#3848 casts only parameters with requires_grad, but #3905 in the same
+#   release wrote it as `param = param.to(torch.float32)`, which changes no parameter (accelerate#3979);
+# - 1.14.0 on: trainable parameters are cast (`param.data = ...`) before fully_shard.
+_FSDP2_UPCAST = (("1.13.0", "all"), ("1.14.0", "none"), (None, "trainable"))
+# The accelerate a run uses when nothing names one: the newest release the trainer's current
+# release accepts. LLaMA-Factory 0.9.5 requires accelerate>=1.3.0,<=1.11.0 (its METADATA
+# Requires-Dist), so its users run 1.11.0; TRL 1.16 (accelerate>=1.10.1), transformers and a
+# plain accelerate install take the newest release, 1.15.0 as schemas/key_history knows it.
+_ACCELERATE_REQUIRED = {"llamafactory": ">=1.3.0,<=1.11.0"}
+_ACCELERATE_ANY = ">=1.6.0"
+
+
+def accelerate_version(s) -> str:
+    """The accelerate release the estimate assumes: Setup.accelerate_version, else the default above."""
+    if s.accelerate_version:
+        return s.accelerate_version
+    from ..pins import resolve
+
+    # without the key-history table (a broken install) the newest release it listed when written
+    return resolve("accelerate", _ACCELERATE_REQUIRED.get(s.trainer, _ACCELERATE_ANY)) or "1.15.0"
+
+
+MIXED_PRECISIONS = ("", "no", "bf16", "fp16")
+
+
+def mixed_precision_on(s) -> bool:
+    """accelerate's mixed_precision is bf16/fp16. Unset: on for bf16/fp16 training unless the
+    trainer trains in pure low precision (master_weights false: LLaMA-Factory's pure_bf16)."""
+    if s.mixed_precision:
+        return s.mixed_precision != "no"
+    return s.precision != "fp32" and s.master_weights is not False
+
+
+def fsdp2_upcast(s) -> str:
+    """What accelerate's FSDP2 preparation casts to fp32: "all" | "trainable" | "none"."""
+    if s.framework != "fsdp2" or s.precision == "fp32" or not mixed_precision_on(s):
+        return "none"
+    from ..versions import parse
+
+    v = parse(accelerate_version(s))  # check_expressed has refused a malformed one
+    return next(cast for before, cast in _FSDP2_UPCAST if before is None or v < parse(before))
+
+
 def adapters_in_fp32(s) -> bool:
     """LoRA adapter weights in fp32? PEFT upcasts them (get_peft_model's autocast_adapter_dtype)
     unless: DeepSpeed casts the whole module to the compute dtype; TRL's SFTTrainer casts a
@@ -277,6 +347,8 @@ def adapters_in_fp32(s) -> bool:
     overrides all but DeepSpeed's cast."""
     if s.framework == "deepspeed":
         return False
+    if fsdp2_upcast(s) != "none":
+        return True
     if s.adapter_fp32 is not None:
         return bool(s.adapter_fp32)
     if s.trainer == "torchtune" or (s.trainer == "trl" and s.quantization != "none"):
@@ -310,7 +382,7 @@ def expressed_states(s, shape, total: int, trainable: int, n: int, stage: int, p
             qn = shape.num_hidden_layers * sum(i * o for i, o in lin)
             rows = shape.num_hidden_layers * sum(o for _i, o in lin)
             dq = s.double_quant if s.double_quant is not None else s.trainer == "llamafactory"
-            frozen_bytes = load_bytes(s, p) * (frozen - qn) + quantized_bytes(qn, s.quantization, double_quant=dq,
+            frozen_bytes = held_bytes(s, p) * (frozen - qn) + quantized_bytes(qn, s.quantization, double_quant=dq,
                                                                              rows=rows)
     elif s.quantization != "none":
         raise ValueError("quantization needs a model shape (catalog name or config.json), not --params")
@@ -319,7 +391,7 @@ def expressed_states(s, shape, total: int, trainable: int, n: int, stage: int, p
                             offload_param=offload_param, master_weights=s.precision != "fp32",
                             trainable_bytes=pt, frozen_bytes=frozen_bytes, optimizer=s.optimizer,
                             embed_trainable=embed_trainable)
-    wb = load_bytes(s, p)
+    wb = held_bytes(s, p)
     return wrapper_model_states(framework=s.framework, frozen_bytes=wb * frozen if frozen_bytes is None else frozen_bytes,
                                 trainable=trainable, n=n, pt=pt, optimizer=s.optimizer,
                                 fsdp_offload=s.fsdp_offload, embed_trainable=embed_trainable,

@@ -139,19 +139,25 @@ def test_fsdp2_truth_checks_can_fail(tmp_path):
 
 def test_memory_model_reads_fsdp2_from_the_rendered_files():
     """The README's memory figures: the estimate takes FSDP2 from fsdp2.yaml and pure_bf16 from
-    sft.yaml (no DeepSpeed config to read), so the bf16 base is halved over the two cards; the
-    accelerate-1.11 upcast (frozen base fp32) does not fit, and neither does DDP at 4,096 tokens."""
+    sft.yaml (no DeepSpeed config to read), so the bf16 base is halved over the two cards; with
+    LLaMA-Factory's mixed_precision bf16 the accelerate-1.11 upcast (frozen base fp32, modelled
+    from the release in tested_with) does not fit, and neither does DDP at 4,096 tokens."""
     from ftrecipes import recipe, recipe_memory
 
     r = recipe.load(NAME)
     j = recipe_memory.estimate(r).to_json()
     assert (j["setup"]["framework"], j["setup"]["trainer"], j["setup"]["master_weights"]) == ("fsdp2", "llamafactory", False)
+    assert (j["setup"]["mixed_precision"], j["setup"]["accelerate_version"]) == ("no", "1.11.0")
     base = j["params"] - j["trainable_params"]
     setup = next(p for p in j["phases"] if p["name"] == "setup")
     # bf16 base halved (2 bytes / 2 cards) plus fp32 adapters halved
     assert setup["by_category"]["params"] == base * 2 / 2 + j["trainable_params"] * 4 / 2
     assert j["verdict"] == "fits"
-    upcast = recipe_memory.estimate(r, memory={"load_dtype": "fp32", "master_weights": True}).to_json()
+    upcast = recipe_memory.estimate(r, memory={"mixed_precision": "bf16"}).to_json()
     assert upcast["verdict"] == "oom"
+    up_setup = next(p for p in upcast["phases"] if p["name"] == "setup")
+    assert up_setup["by_category"]["params"] == base * 4 / 2 + j["trainable_params"] * 4 / 2
+    fixed = recipe_memory.estimate(r, memory={"mixed_precision": "bf16", "accelerate_version": "1.14.0"}).to_json()
+    assert fixed["gpu_card_bytes"] == j["gpu_card_bytes"]
     assert recipe_memory.estimate(r, {"seq_len": 4096}).to_json()["verdict"] == "fits"
     assert recipe_memory.estimate(r, {"seq_len": 4096}, memory={"framework": "ddp"}).to_json()["verdict"] == "oom"

@@ -1,0 +1,215 @@
+"""accelerate's FSDP2 fp32 cast under mixed precision, by accelerate release.
+
+What each release does was read in the release wheels (accelerate/utils/fsdp_utils.py,
+fsdp2_prepare_model) and in huggingface/accelerate's history:
+- up to 1.12.0: `model = model.to(torch.float32)` after fully_shard: every parameter, frozen
+  ones included (accelerate#3844);
+- 1.13.0: d1c96ba9 (PR #3848, "Upcast FSDP2 parameters only if requires_grad", first tag v1.13.0)
+  with 758f3b18 (PR #3905, same release) writing the cast as `param = param.to(...)`, which casts
+  nothing (accelerate#3979);
+- 1.14.0 on: `param.data = param.data.to(torch.float32)` for trainable parameters before fully_shard.
+The LLaMA-Factory files are hiyouga/LlamaFactory@7af909522a951e3ad9f022ea6f88b6755257eaa5
+(v0.9.5): examples/accelerate/fsdp2_config.yaml, examples/train_lora/qwen3_lora_sft.yaml, and
+pyproject.toml's `accelerate>=1.3.0,<=1.11.0`.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from ftrecipes.memory import Setup, estimate
+from ftrecipes.memory.configs import read
+from ftrecipes.memory.model_states import accelerate_version, fsdp2_upcast
+
+# Llama-3.1-8B LoRA r8 on every linear layer over two 24 GB cards: the recipe
+# llama8b-lora-fsdp2-4090x2's run with LLaMA-Factory's own mixed-precision FSDP2 config.
+LORA = dict(model="Llama-3.1-8B", gpu="RTX-4090", gpus=2, framework="fsdp2", trainer="llamafactory",
+            lora_rank=8, lora_target="all", seq_len=2048, micro_batch=1, gradient_checkpointing=True,
+            precision="bf16", mixed_precision="bf16")
+
+
+def _setup_params(r):
+    return next(p for p in r.phases if p.name == "setup").by_category["params"]
+
+
+def _frozen_bytes_per_card(r):
+    """The params category less the trainable part (fp32 LoRA adapters, sharded like the rest)."""
+    return _setup_params(r) - 4 * r.trainable_params / r.setup.gpus
+
+
+@pytest.mark.parametrize("fixed", ["1.13.0", "1.14.0", "1.15.0"])
+@pytest.mark.parametrize("unfixed", ["1.6.0", "1.11.0", "1.12.0"])
+def test_frozen_base_doubles_up_to_accelerate_1_12(unfixed, fixed):
+    old = estimate(Setup(**LORA, accelerate_version=unfixed))
+    new = estimate(Setup(**LORA, accelerate_version=fixed))
+    frozen = old.params - old.trainable_params
+    # bf16 frozen base, halved over two cards, after the fix; fp32 up to 1.12
+    assert _frozen_bytes_per_card(new) == pytest.approx(2 * frozen / 2, rel=1e-12)
+    assert _frozen_bytes_per_card(old) == pytest.approx(2 * _frozen_bytes_per_card(new), rel=1e-12)
+    # only the weights change: activations and the optimizer's states are the same on both sides
+    for name in ("forward", "backward", "step"):
+        a = next(p for p in old.phases if p.name == name).by_category
+        b = next(p for p in new.phases if p.name == name).by_category
+        assert (a["activations"], a["optimizer"]) == (b["activations"], b["optimizer"])
+    # the recipe's hardware: the cast alone turns a fit into an out-of-memory
+    assert (old.verdict, new.verdict) == ("oom", "fits")
+    assert any("casts the whole model to fp32" in n for n in old.notes)
+    assert not any("casts the whole model" in n for n in new.notes)
+
+
+def test_no_cast_without_mixed_precision_or_outside_fsdp2():
+    base = _setup_params(estimate(Setup(**LORA, accelerate_version="1.14.0")))
+    assert _setup_params(estimate(Setup(**{**LORA, "mixed_precision": "no"}, accelerate_version="1.11.0"))) == base
+    # DDP keeps the whole bf16 base on each card whatever the release: no FSDP2 preparation runs
+    ddp = {**LORA, "framework": "ddp"}
+    assert _setup_params(estimate(Setup(**ddp, accelerate_version="1.11.0"))) == \
+        _setup_params(estimate(Setup(**ddp, accelerate_version="1.14.0")))
+
+
+def test_full_fine_tuning_weights_by_release():
+    """Full fine-tuning of bf16-loaded weights: fp32 up to 1.12 (whole model) and from 1.14
+    (every parameter is trainable); 1.13.0's cast is a no-op, so they stay bf16."""
+    full = dict(model="Llama-3.1-8B", gpu="H100", gpus=8, framework="fsdp2", trainer="trl", load_dtype="bf16",
+                precision="bf16", mixed_precision="bf16")
+    got = {v: _setup_params(estimate(Setup(**full, accelerate_version=v))) for v in ("1.12.0", "1.13.0", "1.14.0")}
+    total = estimate(Setup(**full, accelerate_version="1.14.0")).params
+    assert got["1.12.0"] == pytest.approx(4 * total / 8, rel=1e-12) == got["1.14.0"]
+    assert got["1.13.0"] == pytest.approx(2 * total / 8, rel=1e-12)
+
+
+def test_default_release_is_the_newest_the_trainer_accepts():
+    # LLaMA-Factory 0.9.5 requires accelerate<=1.11.0; TRL and plain accelerate have no cap
+    assert accelerate_version(Setup(trainer="llamafactory")) == "1.11.0"
+    newest = accelerate_version(Setup(trainer="trl"))
+    assert newest == accelerate_version(Setup()) and tuple(map(int, newest.split("."))) >= (1, 15)
+    lf = estimate(Setup(**LORA))
+    assert fsdp2_upcast(lf.setup) == "all"
+    assert any("1.11.0 (assumed" in n for n in lf.notes)
+    assert fsdp2_upcast(Setup(**{**LORA, "trainer": "trl"})) == "trainable"  # the LoRA adapters, fp32 already
+
+
+LF_FSDP2 = """compute_environment: LOCAL_MACHINE
+debug: false
+distributed_type: FSDP
+downcast_bf16: 'no'
+fsdp_config:
+  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
+  fsdp_cpu_ram_efficient_loading: true
+  fsdp_offload_params: false
+  fsdp_reshard_after_forward: true
+  fsdp_state_dict_type: FULL_STATE_DICT
+  fsdp_version: 2
+machine_rank: 0
+main_training_function: main
+mixed_precision: bf16  # or fp16
+num_machines: 1  # the number of nodes
+num_processes: 2  # the number of GPUs in all nodes
+rdzv_backend: static
+same_network: true
+tpu_env: []
+tpu_use_cluster: false
+tpu_use_sudo: false
+use_cpu: false
+"""
+LF_LORA = """### model
+model_name_or_path: Qwen/Qwen3-4B-Instruct-2507
+trust_remote_code: true
+
+### method
+stage: sft
+do_train: true
+finetuning_type: lora
+lora_rank: 8
+lora_target: all
+
+### dataset
+dataset: identity,alpaca_en_demo
+template: qwen3_nothink
+cutoff_len: 2048
+max_samples: 1000
+preprocessing_num_workers: 16
+dataloader_num_workers: 4
+
+### output
+output_dir: saves/qwen3-4b/lora/sft
+logging_steps: 10
+save_steps: 500
+plot_loss: true
+overwrite_output_dir: true
+save_only_model: false
+report_to: none  # choices: [none, wandb, tensorboard, swanlab, mlflow]
+
+### train
+per_device_train_batch_size: 1
+gradient_accumulation_steps: 8
+learning_rate: 1.0e-4
+num_train_epochs: 3.0
+lr_scheduler_type: cosine
+warmup_ratio: 0.1
+bf16: true
+ddp_timeout: 180000000
+resume_from_checkpoint: null
+"""
+
+
+def _estimate(*argv):
+    proc = subprocess.run([sys.executable, "-m", "ftrecipes", "estimate", *argv, "--json"], capture_output=True,
+                          text=True)
+    assert proc.returncode in (0, 3), proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture
+def lf_files(tmp_path):
+    (tmp_path / "fsdp2_config.yaml").write_text(LF_FSDP2)
+    (tmp_path / "lora_sft.yaml").write_text(LF_LORA)
+    return [str(tmp_path / "lora_sft.yaml"), str(tmp_path / "fsdp2_config.yaml")]
+
+
+def test_llamafactory_example_files_read_as_mixed_precision_fsdp2(lf_files):
+    _ds, found = read(lf_files)
+    assert (found["framework"], found["mixed_precision"], found["trainer"]) == ("fsdp2", "bf16", "llamafactory")
+    assert "accelerate_version" not in found  # no dependency file beside them
+
+
+def test_config_mode_release_from_flag_then_pins_then_default(lf_files, tmp_path):
+    args = ["--config", lf_files[0], "--config", lf_files[1], "--model", "Llama-3.1-8B", "--gpu", "RTX-4090"]
+    default = _estimate(*args)  # LLaMA-Factory's users: accelerate 1.11.0
+    fixed = _estimate(*args, "--framework-version", "accelerate=1.14.0")
+    frozen = default["params"] - default["trainable_params"]
+    card = {k: next(p for p in j["phases"] if p["name"] == "setup")["by_category"]["params"]
+            for k, j in (("default", default), ("fixed", fixed))}
+    assert card["default"] - card["fixed"] == pytest.approx(2 * frozen / 2, rel=1e-9)  # 4 - 2 bytes, 2 cards
+    assert (default["verdict"], fixed["verdict"]) == ("oom", "fits")
+    # the repository's pin, read as lint reads it (LLaMA-Factory's own pyproject range gives 1.11.0)
+    (tmp_path / "requirements.txt").write_text("accelerate==1.14.0\n")
+    assert _estimate(*args)["setup"]["accelerate_version"] == "1.14.0"
+    assert _estimate(*args)["verdict"] == "fits"
+    (tmp_path / "requirements.txt").write_text("accelerate>=1.3.0,<=1.11.0\n")
+    pinned = _estimate(*args)
+    assert pinned["setup"]["accelerate_version"] == "1.11.0" and pinned["verdict"] == "oom"
+    # the flag wins over the pin
+    assert _estimate(*args, "--framework-version", "accelerate=1.13.0")["verdict"] == "fits"
+
+
+def test_a_trainer_turning_bf16_on_wins_over_accelerate_no(tmp_path):
+    """TrainingArguments takes its mixed precision from bf16/fp16 when set, else from
+    ACCELERATE_MIXED_PRECISION (transformers 5.6 training_args.py): accelerate's 'no' with a
+    LLaMA-Factory `bf16: true` still casts; with pure_bf16 and bf16 false it does not."""
+    acc = tmp_path / "fsdp2.yaml"
+    acc.write_text(LF_FSDP2.replace("mixed_precision: bf16  # or fp16", "mixed_precision: 'no'"))
+    lf = tmp_path / "sft.yaml"
+    lf.write_text(LF_LORA)
+    for order in ([lf, acc], [acc, lf]):
+        assert read([str(p) for p in order])[1]["mixed_precision"] == "bf16"
+    lf.write_text(LF_LORA.replace("bf16: true", "pure_bf16: true\nbf16: false"))
+    _ds, found = read([str(lf), str(acc)])
+    assert (found["mixed_precision"], found["precision"], found["master_weights"]) == ("no", "bf16", False)
+
+
+def test_bad_version_is_bad_input(lf_files):
+    proc = subprocess.run([sys.executable, "-m", "ftrecipes", "estimate", "--config", lf_files[0], "--model",
+                           "Llama-3.1-8B", "--framework-version", "accelerate=one"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

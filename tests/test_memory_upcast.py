@@ -213,3 +213,31 @@ def test_bad_version_is_bad_input(lf_files):
     proc = subprocess.run([sys.executable, "-m", "ftrecipes", "estimate", "--config", lf_files[0], "--model",
                            "Llama-3.1-8B", "--framework-version", "accelerate=one"], capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_recipes_files_read_alike_in_either_order():
+    """The fixed recipe's rendered files: FSDP2 from fsdp2.yaml whichever file comes first (a
+    trainer file's framework is only its default), pure bf16, no cast."""
+    from conftest import ROOT
+
+    rendered = ROOT / "recipes/llama8b-lora-fsdp2-4090x2/rendered"
+    files = [str(rendered / "sft.yaml"), str(rendered / "fsdp2.yaml")]
+    first, second = read(files)[1], read(files[::-1])[1]
+    assert first == second
+    assert (first["framework"], first["mixed_precision"], first["precision"]) == ("fsdp2", "no", "bf16")
+
+
+def test_remedies_name_the_cast_first():
+    from ftrecipes.memory.inputs import run
+
+    r = run(Setup(**LORA, accelerate_version="1.11.0"))
+    assert r.verdict == "oom"
+    first = r.remedies[:2]
+    assert [x["change"].split(" ")[0] for x in first] == ["mixed_precision", "accelerate"]
+    no_cast = estimate(Setup(**LORA, accelerate_version="1.14.0"))
+    assert all(x["verdict"] == "fits" and x["gpu_card_bytes"] == round(no_cast.gpu_card_bytes) for x in first)
+
+
+def test_framework_version_sets_deepspeed_version_too(lf_files):
+    j = _estimate("--config", lf_files[0], "--model", "Llama-3.1-8B", "--framework-version", "deepspeed=0.5.0")
+    assert j["setup"]["deepspeed_version"] == "0.5.0"

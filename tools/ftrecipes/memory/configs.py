@@ -342,6 +342,7 @@ def read(paths) -> tuple[dict, dict]:
     ds: dict = {}
     out: dict = {}
     mixed: list = []  # (kind, mixed_precision) of each trainer and accelerate file
+    kinds: set = set()  # kinds of the trainer and accelerate files read so far
     seen: set = set()
     queue = [(p, True) for p in paths]
     while queue:
@@ -358,6 +359,11 @@ def read(paths) -> tuple[dict, dict]:
         elif cfg.kind in _MAPPERS:
             found = _MAPPERS[cfg.kind](_File(cfg))
             mixed.append((cfg.kind, found.pop("mixed_precision", None)))
+            if cfg.kind in ("llamafactory", "trl") and found.get("framework") == "ddp" and "accelerate" in kinds:
+                # a trainer file's "ddp" is its default, not a statement: the accelerate config
+                # read before it says how the run is distributed (FSDP, DDP or one process)
+                found.pop("framework")
+            kinds.add(cfg.kind)
             out.update({k: v for k, v in found.items() if v is not None})
         elif cfg.kind == "launch":
             out.update({k: v for k, v in from_launch(cfg).items() if v is not None})

@@ -1,6 +1,8 @@
 """Cheapest changes that make an estimate fit, each re-estimated (never guessed).
 
 The cost order is a judgement about what a change costs the user, cheapest first:
+  0. under FSDP2 with an accelerate release that casts the whole model to fp32: no mixed
+     precision with bf16 weights (what llama8b-lora-fsdp2-4090x2 does), or accelerate >= 1.14;
   1. fewer tokens per micro batch with the same global batch (raise grad_accum): same math, a bit
      slower per sample;
   2. gradient checkpointing: ~1/3 more compute (one extra forward per layer, Korthikanti et al.);
@@ -17,10 +19,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .estimate import Setup, estimate
+from .model_states import fsdp2_upcast
 
 
 def _candidates(s: Setup):
     c = []
+    if fsdp2_upcast(s) == "all":
+        c.append((0, "mixed_precision no with bf16 weights (LLaMA-Factory: pure_bf16, bf16 false): accelerate "
+                     "casts nothing to fp32", replace(s, mixed_precision="no", master_weights=False)))
+        c.append((0, "accelerate >= 1.14 (casts trainable parameters only; LLaMA-Factory 0.9.5 allows <= 1.11)",
+                  replace(s, accelerate_version="1.14.0")))
     if s.micro_batch > 1:
         c.append((1, f"micro_batch {s.micro_batch} -> 1 (raise grad_accum x{s.micro_batch} to keep the batch)",
                   replace(s, micro_batch=1)))

@@ -9,7 +9,9 @@ setting the memory model cannot express is an error naming the file, line and ke
 a silently different estimate.
 
 Precedence: command-line flags > memory --set keys > the files (in the order given; a later
-file wins for a field two files set) > Setup's defaults.
+file wins for a field two files set, but mixed precision is on when any file turns it on, as
+TrainingArguments decides, and a trainer file's default DDP does not undo an accelerate
+config's FSDP) > Setup's defaults.
 """
 from __future__ import annotations
 

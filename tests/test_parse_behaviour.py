@@ -226,13 +226,15 @@ def test_stage_ignored_keys_are_accepted_by_deepspeed(deepspeed_results):
 # A wrong value, one per entry of the value-effect table (formats.Parsing.values): the format,
 # the key path, the finding class lint gives, and the value. The plain test proves lint's message
 # states the table's effect for it; the framework test feeds the same value to the real parser
-# (RAISES: it refuses the file; LATER: it holds the value as written, for the code that uses it;
-# CONVERTS: it never keeps the text: it refuses it or holds the converted value).
+# (RAISES: it refuses the file; LATER: it holds the value as written, for the code that uses it).
+# Each value here is one the parser cannot convert into one the schema takes; those it can are
+# COERCED_CASES below.
 VALUE_CASES = [
     ("deepspeed", ("steps_per_print",), "wrong-type", "ten"),
     ("deepspeed", ("zero_optimization", "overlap_comm"), "wrong-type", "maybe"),
     ("deepspeed", ("zero_optimization", "overlap_comm"), "wrong-type", 2.5),
-    ("deepspeed", ("zero_optimization", "stage"), "bad-value", "2"),
+    ("deepspeed", ("zero_optimization", "stage"), "bad-value", "7"),  # pydantic reads 7, ZeroStageEnum refuses it
+    ("deepspeed", ("zero_optimization", "reduce_bucket_size"), "wrong-type", "5e8"),  # pydantic's int wants digits
     ("deepspeed", ("zero_optimization", "stage"), "bad-value", 7),
     ("deepspeed", ("zero_optimization", "reduce_bucket_size"), "out-of-range", -1),
     ("deepspeed", ("activation_checkpointing", "partition_activations"), "wrong-type", "maybe"),
@@ -240,7 +242,7 @@ VALUE_CASES = [
     ("accelerate", ("compute_environment",), "bad-value", "LOCAL"),
     ("accelerate", ("deepspeed_config", "zero_stage"), "bad-value", 7),
     ("trl", ("per_device_train_batch_size",), "wrong-type", "two"),
-    ("trl", ("per_device_train_batch_size",), "wrong-type", "2"),
+    ("trl", ("per_device_train_batch_size",), "wrong-type", "2.0"),  # argparse's int("2.0") fails
     ("trl", ("bf16",), "wrong-type", "maybe"),
     ("trl", ("per_device_train_batch_size",), "wrong-type", 2.5),
     ("trl", ("packing_strategy",), "bad-value", "ffd"),
@@ -336,8 +338,6 @@ def _agrees(case, res):
     expected = _value_expected(*case)
     if expected == formats.RAISES:
         return not res["ok"]
-    if expected == formats.CONVERTS:
-        return not res["ok"] or not isinstance(res["facts"]["held"], str)
     return res["ok"] and res["facts"]["held"] == case[3]  # LATER: the value reaches the code as written
 
 
@@ -369,3 +369,125 @@ def test_value_table_matches_axolotl(tmp_path):
             assert res["ok"], (case, res["error"])  # lint passes it, and so does axolotl
         else:
             assert _agrees(case, res), (case, res)
+
+
+# A value the parser converts into one the schema takes: (format, key path, value, what the
+# parser makes of it, whether another reader of the file takes the text as written). The plain
+# tests prove lint's finding (a coerced-value warning, or a misread-value error naming the
+# reader); the framework tests feed the value to the real parser (it must hold exactly the
+# converted value, type included) and, for DeepSpeed, to the HF integration that reads the same
+# file (transformers' HfTrainerDeepSpeedConfig: it must see the same config as with the typed
+# value unless the table says it misreads it).
+COERCED_CASES = [
+    ("deepspeed", ("zero_optimization", "overlap_comm"), "true", True, False),
+    ("deepspeed", ("zero_optimization", "overlap_comm"), "off", False, False),
+    ("deepspeed", ("zero_optimization", "contiguous_gradients"), 1, True, False),
+    ("deepspeed", ("zero_optimization", "reduce_bucket_size"), "500000000", 500000000, False),
+    ("deepspeed", ("zero_optimization", "stage"), "2", 2, True),
+    ("deepspeed", ("zero_optimization", "stage"), "3", 3, True),
+    ("deepspeed", ("fp16", "initial_scale_power"), "16", 16, False),
+    ("deepspeed", ("bf16", "enabled"), "true", True, True),
+    ("deepspeed", ("fp16", "enabled"), "false", False, True),
+    ("trl", ("per_device_train_batch_size",), "2", 2, False),
+    ("trl", ("gradient_checkpointing",), "yes", True, False),
+    ("trl", ("bf16",), "False", False, False),
+]
+
+
+def _coerced_id(c):
+    return f"{c[0]}.{'.'.join(c[1])}={c[2]!r}"
+
+
+@pytest.mark.parametrize("case", COERCED_CASES, ids=_coerced_id)
+def test_converted_value_is_a_warning_unless_misread(tmp_path, case):
+    kind, path, value, made, misread = case
+    found = _at(_value_file(tmp_path, kind, path, value), path)
+    fmt = formats.FORMATS[kind]
+    assert [f.rule for f in found] == ["misread-value" if misread else "coerced-value"], found
+    assert found[0].severity == ("error" if misread else "warning")
+    entry = fmt.parsing.value_entry(path, "wrong-type", value)
+    written = fmt.emit(made)
+    assert found[0].message.startswith(f"{'.'.join(path)}: {entry.convert.by} converts ")
+    assert found[0].message.endswith(f"; write {written}")
+    if misread:
+        reader = fmt.parsing.misread_at(path)
+        assert f"but {reader.text};" in found[0].message
+    else:
+        # A converted value is not one the parser refuses: no word of raising or failing.
+        assert not any(w in found[0].message for w in ("raise", "stops", "fails"))
+
+
+def test_coerced_message_words():
+    """The messages, written out once: what the lead and users read."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": "2"},
+                                                     "fp16": {"initial_scale_power": "16"}}))
+        (Path(d) / "sft.yaml").write_text("model_name_or_path: x\noutput_dir: o\nper_device_train_batch_size: '2'\n")
+        ds = {f.rule: f.message for f in lint.run([str(Path(d) / "ds.json")]).findings}
+        trl = {f.rule: f.message for f in lint.run([str(Path(d) / "sft.yaml")], kind="trl").findings}
+    assert ds["coerced-value"] == "fp16.initial_scale_power: DeepSpeed's model of this section converts '16' to 16; write 16"
+    assert ds["misread-value"].startswith("zero_optimization.stage: DeepSpeed's model of this section converts '2' to 2, "
+                                          "but the HF Trainer and accelerate read the raw value")
+    assert trl["coerced-value"] == "per_device_train_batch_size: TrlParser (argparse) converts '2' to 2; write 2"
+
+
+@pytest.mark.parametrize("conversion, value, jtype, made", [
+    ("pydantic-lax", " +2 ", "integer", 2), ("pydantic-lax", "2.0", "integer", 2), ("pydantic-lax", "2.5", "integer", None),
+    ("pydantic-lax", "1e3", "integer", None), ("pydantic-lax", "1e3", "number", 1000.0), ("pydantic-lax", "On", "boolean", True),
+    ("pydantic-lax", 2, "boolean", None), ("pydantic-lax", 0.0, "boolean", False), ("pydantic-lax", True, "integer", 1),
+    ("argparse", "2.0", "integer", None), ("argparse", " 2 ", "integer", 2), ("argparse", "On", "boolean", None),
+    ("argparse", "T", "boolean", True), ("argparse", 2.0, "integer", None), ("argparse", "1e-5", "number", 1e-5),
+])
+def test_conversions_match_the_parsers_rules(conversion, value, jtype, made):
+    """Each row is what pydantic 2.14 (TypeAdapter in lax mode) or argparse with transformers'
+    string_to_bool / int / float does with the value; the framework test below runs them."""
+    got = formats._CONVERTERS[conversion](value, jtype)
+    assert (None if got is formats.NOT_CONVERTED else got) == made
+    if made is not None:
+        assert type(got) is type(made)
+
+
+@pytest.fixture(scope="module")
+def coerced_results(tmp_path_factory):
+    from truth_jobs import run_truth
+
+    mine = [c for c in COERCED_CASES if c[0] in VALUE_STACK]
+    jobs = [{"check": f"value-{k}", "path": list(p), "value": v} for k, p, v, _, _ in mine]
+    hf = [c for c in mine if c[0] == "deepspeed"]
+    jobs += [{"check": "misread-deepspeed-hf", "path": list(p), "value": v, "typed": m} for _, p, v, m, _ in hf]
+    # Rows of pydantic's lax rules, checked against pydantic itself.
+    lax = [("2", "integer"), (" +2 ", "integer"), ("2.0", "integer"), ("2.5", "integer"), ("2_000", "integer"), ("1e3", "integer"),
+           ("1e3", "number"), ("inf", "number"), ("On", "boolean"), ("T", "boolean"), ("2", "boolean"), (2.0, "integer"),
+           (2.5, "integer"), (True, "integer"), (1, "boolean"), (2, "boolean"), (0.0, "boolean"), (True, "number")]
+    jobs += [{"check": "pydantic-lax", "value": v, "type": t} for v, t in lax]
+    out = run_truth("trl", jobs, tmp_path_factory.mktemp("coerced"))
+    n, m = len(mine), len(hf)
+    return dict(zip(mine, out[:n])), dict(zip(hf, out[n:n + m])), list(zip(lax, out[n + m:]))
+
+
+@pytest.mark.framework
+@pytest.mark.parametrize("case", [c for c in COERCED_CASES if c[0] in VALUE_STACK], ids=_coerced_id)
+def test_converted_value_matches_the_real_parser(coerced_results, case):
+    res = coerced_results[0][case]
+    made = case[3]
+    assert res["ok"], (case, res["error"])
+    assert res["facts"]["held"] == made and type(res["facts"]["held"]) is type(made), (case, res)
+
+
+@pytest.mark.framework
+@pytest.mark.parametrize("case", [c for c in COERCED_CASES if c[0] == "deepspeed"], ids=_coerced_id)
+def test_misread_table_matches_the_hf_integration(coerced_results, case):
+    res = coerced_results[1][case]
+    assert res["ok"], (case, res["error"])
+    assert res["facts"]["misread"] == case[4], (case, res["facts"])
+
+
+@pytest.mark.framework
+def test_pydantic_lax_rules_match_pydantic(coerced_results):
+    for (value, jtype), res in coerced_results[2]:
+        ours = formats._pydantic_lax(value, jtype)
+        theirs = res["facts"]["made"] if res["ok"] else None
+        assert (None if ours is formats.NOT_CONVERTED else ours) == theirs, (value, jtype, res)

@@ -124,10 +124,49 @@ def _held(obj, path):
 def deepspeed_value(job):
     """A wrong value at one path: DeepSpeedConfig raises, or facts say what it kept."""
     cfg = _ds_config(_set({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1}, job["path"], job["value"]))
-    section = {"zero_optimization": "zero_config", "activation_checkpointing": "activation_checkpointing_config"}
+    section = {"zero_optimization": "zero_config", "activation_checkpointing": "activation_checkpointing_config",
+               "bf16": "bfloat16_config", "fp16": "float16_config"}
     path = job["path"]
     held = _held(getattr(cfg, section[path[0]]), path[1:]) if path[0] in section else getattr(cfg, path[0], None)
     return {"held": held}
+
+
+def _hf_view(data, bf16, fp16):
+    """What the HF Trainer's DeepSpeed integration reads from a config: the ZeRO stage tests, the
+    offload test and the mismatches trainer_config_process finds against TrainingArguments-like
+    arguments (bf16/fp16 as DeepSpeed's typed config has them, the rest matching the file)."""
+    from types import SimpleNamespace
+
+    from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
+
+    hf = HfTrainerDeepSpeedConfig(json.loads(json.dumps(data)))
+    args = SimpleNamespace(world_size=1, per_device_train_batch_size=1, gradient_accumulation_steps=1, max_grad_norm=1.0,
+                           learning_rate=1e-5, adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8, weight_decay=0.0,
+                           save_on_each_node=False, fp16=fp16, fp16_full_eval=False, bf16=bf16, bf16_full_eval=False)
+    hf.trainer_config_process(args)
+    return {"zero2": hf.is_zero2(), "zero3": hf.is_zero3(), "offload": hf.is_offload(), "mismatches": hf.mismatches}
+
+
+@check("misread-deepspeed-hf")
+def deepspeed_hf_misread(job):
+    """One value as written and as DeepSpeed converts it (job["typed"]): misread is True when the
+    HF integration sees a different config in the two files."""
+    base = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+            "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
+    raw = _set(json.loads(json.dumps(base)), job["path"], job["value"])
+    typed = _set(json.loads(json.dumps(base)), job["path"], job["typed"])
+    flags = {k: bool(typed.get(k, {}).get("enabled", False)) for k in ("bf16", "fp16")}
+    seen, meant = _hf_view(raw, **flags), _hf_view(typed, **flags)
+    return {"misread": seen != meant, "seen": seen, "meant": meant}
+
+
+@check("pydantic-lax")
+def pydantic_lax(job):
+    """What pydantic (the version DeepSpeed runs on) makes of a value for an int/float/bool field."""
+    from pydantic import TypeAdapter
+
+    made = TypeAdapter({"integer": int, "number": float, "boolean": bool}[job["type"]]).validate_python(job["value"])
+    return {"made": made}
 
 
 @check("value-accelerate")

@@ -129,17 +129,82 @@ def _emit_text(value):
 RAISES = "raises"  # the job stops at start-up (or the file is refused when loaded)
 IGNORES = "ignores"  # parsed without a word and never used
 LATER = "later"  # the parser takes it as written; the code that uses the value fails
-CONVERTS = "converts"  # a value written as text: the parser converts what it can read, raises on the rest
 
 
 @dataclass(frozen=True)
 class Effect:
-    kind: str  # RAISES | IGNORES | LATER | CONVERTS
+    kind: str  # RAISES | IGNORES | LATER
     text: str  # how a message states it, naming the code that reads the key
 
 
 # The finding classes of a value the schema refuses (schemas.check's rule ids).
 VALUE_RULES = frozenset({"wrong-type", "bad-value", "out-of-range"})
+NOT_CONVERTED = object()
+CONVERTIBLE = frozenset({"integer", "number", "boolean"})  # the field types a parser converts to
+_TRUE_WORDS = {"pydantic": {"1", "on", "t", "true", "y", "yes"}, "argparse": {"yes", "true", "t", "y", "1"}}
+_FALSE_WORDS = {"pydantic": {"0", "off", "f", "false", "n", "no"}, "argparse": {"no", "false", "f", "n", "0"}}
+# pydantic-core reads "2", "+2", "2_000" and "2.0" as integers, not "2.5" or "1e3".
+_PYDANTIC_INT = re.compile(r"([+-]?\d+(?:_\d+)*)(?:\.0*)?")
+
+
+def _pydantic_lax(value, jtype):
+    """What pydantic 2's lax mode makes of value for a field of JSON type jtype (probed on
+    pydantic 2.14 in the trl stack; tests/test_parse_behaviour.py runs the real one)."""
+    if isinstance(value, str):
+        text = value.strip()
+        if jtype == "integer":
+            m = _PYDANTIC_INT.fullmatch(text)
+            return int(m.group(1).replace("_", "")) if m else NOT_CONVERTED
+        if jtype == "number":
+            try:
+                return float(text)
+            except ValueError:
+                return NOT_CONVERTED
+        words = text.lower()
+        return True if words in _TRUE_WORDS["pydantic"] else False if words in _FALSE_WORDS["pydantic"] else NOT_CONVERTED
+    if isinstance(value, bool):
+        return int(value) if jtype == "integer" else float(value) if jtype == "number" else NOT_CONVERTED
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        if jtype == "integer" and float(value).is_integer():
+            return int(value)
+        if jtype == "boolean" and value in (0, 1):
+            return bool(value)
+    return NOT_CONVERTED
+
+
+def _argparse_text(value, jtype):
+    """What HfArgumentParser's argparse makes of a text default: the field's type called on it
+    (int, float, transformers' string_to_bool); anything but text is kept as it is."""
+    if not isinstance(value, str):
+        return NOT_CONVERTED
+    if jtype == "boolean":
+        low = value.lower()
+        return True if low in _TRUE_WORDS["argparse"] else False if low in _FALSE_WORDS["argparse"] else NOT_CONVERTED
+    try:
+        return {"integer": int, "number": float}[jtype](value)
+    except (KeyError, ValueError):
+        return NOT_CONVERTED
+
+
+_CONVERTERS = {"pydantic-lax": _pydantic_lax, "argparse": _argparse_text}
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """A parser that converts a value of another type into the field's type before it checks it."""
+
+    how: str  # key of _CONVERTERS
+    by: str  # who converts, for the message ("DeepSpeed's model of this section")
+
+    def apply(self, value, types, accepts):
+        """The value the parser makes of value for a field of the JSON types the schema names (in
+        its order), when the schema accepts it; NOT_CONVERTED otherwise."""
+        for jtype in types:
+            if jtype in CONVERTIBLE:
+                made = _CONVERTERS[self.how](value, jtype)
+                if made is not NOT_CONVERTED and accepts(made):
+                    return made
+        return NOT_CONVERTED
 
 
 @dataclass(frozen=True)
@@ -147,11 +212,38 @@ class ValueEffect:
     """What the parser does with a value the schema refuses, at a key path prefix."""
 
     at: tuple  # key path prefix; the longest matching entry wins
-    effect: Effect
+    effect: Effect  # what happens to a value the parser does not convert
     rules: frozenset = VALUE_RULES  # the finding classes it speaks for
     # True: only for a value written as text (argparse converts text defaults and nothing else);
     # False: only for any other value; None: either.
     text: bool | None = None
+    # The parser converts what it can read into the field's type first: such a value is not an
+    # error (a coerced-value warning) unless another reader of the file takes it as written.
+    convert: Conversion | None = None
+
+
+@dataclass(frozen=True)
+class ValueVerdict:
+    """What happens to one value the schema refuses (Format.value_verdict)."""
+
+    note: str = ""  # the parser's effect on a value it does not convert; '' where the table makes no claim
+    converted: object = NOT_CONVERTED  # what the parser makes of it
+    by: str = ""  # who converts it
+    written: str = ""  # the converted value as the file's syntax writes it
+    misread: str = ""  # who else reads it as written, and what goes wrong there
+
+    @property
+    def coerced(self):
+        return self.converted is not NOT_CONVERTED
+
+
+@dataclass(frozen=True)
+class Misread:
+    """A key whose raw value another program reads from the same file, before or beside the
+    framework's parser: a value the parser would convert is taken as written there."""
+
+    at: tuple  # the key's full path
+    text: str  # who reads it and what goes wrong
 
 
 @dataclass(frozen=True)
@@ -171,6 +263,8 @@ class Parsing:
     auto: tuple = ()
     # What the parser does with a wrong value: (ValueEffect, ...). Nothing listed: no claim.
     values: tuple = ()
+    # Keys other programs read raw from the same file: (Misread, ...).
+    misread: tuple = ()
 
     def unknown(self, path):
         """The Effect of an unknown key inside the mapping at path (() for the top level), or None."""
@@ -185,14 +279,25 @@ class Parsing:
         """The Effect of "auto" as the value at path, or None where the table says nothing."""
         return _longest(self.auto, tuple(path))
 
-    def value(self, path, rule, value):
-        """The Effect of a value the schema refuses (finding class rule) at path, or None."""
+    def value_entry(self, path, rule, value, types=None):
+        """The ValueEffect for a value the schema refuses (finding class rule) at path, or None.
+        types: the JSON types the schema wants there, when known; an entry that converts speaks
+        only for a field of a type it converts to (argparse keeps text for a list of strings)."""
         path = tuple(path)
         fits = [v for v in self.values if path[:len(v.at)] == v.at and rule in v.rules
-                and (v.text is None or v.text == isinstance(value, str))]
+                and (v.text is None or v.text == isinstance(value, str))
+                and (v.convert is None or types is None or bool(set(types) & CONVERTIBLE))]
         # The longest prefix wins; among equals, the entry listed first (max keeps the first).
-        best = max(fits, key=lambda v: len(v.at), default=None)
-        return best.effect if best else None
+        return max(fits, key=lambda v: len(v.at), default=None)
+
+    def value(self, path, rule, value):
+        """The Effect of a value the schema refuses and the parser does not convert, or None."""
+        entry = self.value_entry(path, rule, value)
+        return entry.effect if entry else None
+
+    def misread_at(self, path):
+        """The Misread of the key at path, or None."""
+        return next((m for m in self.misread if m.at == tuple(path)), None)
 
 
 def _longest(table, path):
@@ -220,23 +325,39 @@ _DS_DICTS = ("activation_checkpointing", "aio", "autotuning", "checkpoint", "dat
 _AUTO_RAISES = Effect(RAISES, "DeepSpeed raises a TypeError at start-up")
 _AUTO_LATER = Effect(LATER, "DeepSpeed keeps the string and fails where it uses the number")
 _AUTO_DROPPED = Effect(IGNORES, "DeepSpeed drops it and keeps the default")
-# A wrong value: the pydantic sections validate, in lax mode: text it can read ("2", "true") is
-# converted, other text and every other wrong value raise. The top level and the key-by-key
-# sections are read with get_scalar_param, which checks nothing, so the value reaches the code
-# that uses it.
+# A wrong value: the pydantic sections validate in lax mode: what pydantic can read as the type
+# ("2", "true", 2.0 for an integer, 1 for a boolean) is converted, the rest raises. The top level
+# and the key-by-key sections are read with get_scalar_param, which checks nothing, so the value
+# reaches the code that uses it.
 _DS_VALUE_RAISES = Effect(RAISES, "DeepSpeed raises at start-up, its model of this section validates the value")
-_DS_VALUE_TEXT = Effect(CONVERTS, "DeepSpeed's model of this section converts text it can read as the type, such as "
-                                  "\"2\" or \"true\", and raises at start-up on the rest")
+_DS_LAX = Conversion("pydantic-lax", "DeepSpeed's model of this section")
 _DS_VALUE_LATER = Effect(LATER, "DeepSpeed reads it unchecked; the code that uses it gets the value as written")
+# The HF integration (transformers/integrations/deepspeed.py, accelerate/utils/deepspeed.py
+# HfDeepSpeedConfig, accelerate's DeepSpeedPlugin) reads these keys from the raw dict, so text
+# DeepSpeed would convert is taken as written by the HF Trainer and accelerate.
+_DS_MISREAD = (
+    # is_zero3()/is_zero2() compare _stage == 3 / == 2; DeepSpeedPlugin copies the raw stage to
+    # zero_stage, which Trainer, TRL's trainers and Accelerator.get_state_dict compare with 3 and
+    # Accelerator.no_sync with `< 2`.
+    Misread(("zero_optimization", "stage"),
+            "the HF Trainer and accelerate read the raw value: HfDeepSpeedConfig.is_zero3() and Accelerator.get_state_dict "
+            "compare it with 3 (text is never ZeRO-3 there: no zero.Init while the model loads, weights saved ungathered) "
+            "and Accelerator.no_sync raises a TypeError comparing it with 2"),
+    # HfTrainerDeepSpeedConfig.trainer_config_process: fill_match compares the raw value with
+    # TrainingArguments' bf16/fp16 and trainer_config_finalize raises on any mismatch.
+    *(Misread((s, "enabled"),
+              f"the HF Trainer compares the raw value with its {s} argument (HfTrainerDeepSpeedConfig.fill_match) and "
+              "stops with a ValueError listing the mismatch") for s in ("bf16", "fp16")),
+)
 DEEPSPEED_PARSING = Parsing(
     _DS_IGNORES,
     tuple(((s,), _DS_RAISES) for s in _DS_MODELS) + tuple(((s,), _DS_IGNORES) for s in _DS_DICTS),
     auto=tuple(((k,), _AUTO_RAISES) for k in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"))
     + tuple(((k,), _AUTO_LATER) for k in ("gradient_clipping", "optimizer", "scheduler"))
     + tuple(((s,), _AUTO_DROPPED) for s in _DS_MODELS),
-    values=(ValueEffect((), _DS_VALUE_LATER),) + tuple(ValueEffect((s,), _DS_VALUE_RAISES, text=False) for s in _DS_MODELS)
-    + tuple(ValueEffect((s,), _DS_VALUE_TEXT, text=True) for s in _DS_MODELS)
+    values=(ValueEffect((), _DS_VALUE_LATER),) + tuple(ValueEffect((s,), _DS_VALUE_RAISES, convert=_DS_LAX) for s in _DS_MODELS)
     + tuple(ValueEffect((s,), _DS_VALUE_LATER) for s in _DS_DICTS),
+    misread=_DS_MISREAD,
 )
 # accelerate's ClusterConfig.from_yaml_file refuses unknown top-level keys; `accelerate launch`
 # copies a section's keys onto its argument namespace, where a name no code reads stays unused.
@@ -270,8 +391,8 @@ def _hf_values(rest):
 TRL_PARSING = Parsing(
     Effect(RAISES, "TrlParser stops with an error"),
     values=_hf_values((
-        ValueEffect((), Effect(CONVERTS, "TrlParser has argparse convert text it can read as the type, such as \"2\" or "
-                                         "\"true\", and stops on the rest"), frozenset({"wrong-type"}), text=True),
+        ValueEffect((), Effect(RAISES, "TrlParser stops, argparse cannot read the text as the field's type"),
+                    frozenset({"wrong-type"}), text=True, convert=Conversion("argparse", "TrlParser (argparse)")),
         ValueEffect((), Effect(LATER, "TrlParser takes it unchecked; the trainer gets the value as written"), text=None),
     )),
 )
@@ -344,11 +465,19 @@ class Format:
         effect = self.parsing.unknown(path) if self.parsing else None
         return effect.text if effect else ""
 
-    def value_note(self, path, rule, value):
+    def value_verdict(self, path, rule, value, types=None, accepts=lambda made: False):
         """What the framework does with a value the schema refuses (rule: wrong-type, bad-value,
-        out-of-range) at path: '' where the table makes no claim."""
-        effect = self.parsing.value(path, rule, value) if self.parsing else None
-        return effect.text if effect else ""
+        out-of-range) at path. types: the JSON types the schema wants there; accepts(made): the
+        schema takes the converted value made there."""
+        entry = self.parsing.value_entry(path, rule, value, types) if self.parsing else None
+        if entry is None:
+            return ValueVerdict()
+        made = entry.convert.apply(value, types or (), accepts) if entry.convert else NOT_CONVERTED
+        if made is NOT_CONVERTED:
+            return ValueVerdict(entry.effect.text)
+        # Other readers take the file's text as written; a number or boolean they compare alike.
+        misread = self.parsing.misread_at(path) if isinstance(value, str) else None
+        return ValueVerdict(entry.effect.text, made, entry.convert.by, self.emit(made), misread.text if misread else "")
 
 
 _DEEPSPEED_MARKERS = frozenset({

@@ -12,7 +12,7 @@ from referencing.exceptions import Unresolvable
 
 from . import paths
 from .errors import UserError
-from .findings import ERROR, Finding
+from .findings import ERROR, WARNING, Finding
 
 SCHEMA_BASE = "https://ftrecipes.dev/schemas/"
 
@@ -230,14 +230,16 @@ def _show(value):
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def check(doc, schema, unknown_note=None, value_note=None):
+def check(doc, schema, unknown_note=None, value_verdict=None):
     """Validate a sources.Document against a schema; return Findings sorted by position.
 
     Unknown keys become ``unknown-key`` findings with a 'did you mean' and, when
     ``unknown_note(path of the mapping)`` says so, what the framework does with them
     (formats.Format.unknown_note); every other violation names the key, the value and
     what was expected, and a wrong value what the framework does with it when
-    ``value_note(path, rule, value)`` says so (formats.Format.value_note).
+    ``value_verdict(path, rule, value, types, accepts)`` says so (formats.Format.value_verdict):
+    a value the parser converts into one the schema takes is a ``coerced-value`` warning, or a
+    ``misread-value`` error where another reader of the file takes it as written.
     """
     v = validator(schema)
 
@@ -249,8 +251,8 @@ def check(doc, schema, unknown_note=None, value_note=None):
     try:
         for err in v.iter_errors(doc.data):
             found = _findings(v, err, doc, ignored_by)
-            if value_note:
-                found = [_with_effect(f, tuple(err.absolute_path), err.instance, value_note) for f in found]
+            if value_verdict:
+                found = [_with_effect(v, err, f, value_verdict) for f in found]
             findings.extend(found)
     except RecursionError:
         # Only a recipe's own values schema can do this ({"$ref": "#"} and other loops).
@@ -262,11 +264,47 @@ def check(doc, schema, unknown_note=None, value_note=None):
 _VALUE_RULES = ("wrong-type", "bad-value", "out-of-range")
 
 
-def _with_effect(finding, path, value, value_note):
-    note = value_note(path, finding.rule, value) if finding.rule in _VALUE_RULES else ""
-    if not note:
+def _with_effect(v, err, finding, value_verdict):
+    if finding.rule not in _VALUE_RULES:
         return finding
-    return Finding(finding.path, finding.line, finding.column, finding.rule, finding.severity, f"{finding.message} ({note})")
+    path, value = tuple(err.absolute_path), err.instance
+    at = v.evolve(schema=err.schema)  # keeps the root's resolver: $refs still resolve
+    verdict = value_verdict(path, finding.rule, value, expected_types(v, err.schema), at.is_valid)
+    if verdict.coerced:
+        said = f"{_dotted(path)}: {verdict.by} converts {_show(value)} to {verdict.written}"
+        if verdict.misread:
+            return Finding(finding.path, finding.line, finding.column, "misread-value", ERROR,
+                           f"{said}, but {verdict.misread}; write {verdict.written}")
+        return Finding(finding.path, finding.line, finding.column, "coerced-value", WARNING, f"{said}; write {verdict.written}")
+    if not verdict.note:
+        return finding
+    return Finding(finding.path, finding.line, finding.column, finding.rule, finding.severity, f"{finding.message} ({verdict.note})")
+
+
+def expected_types(v, schema, depth=0):
+    """The JSON types a schema accepts, in its order: `type`, the types of `enum`/`const` members,
+    and the same for each branch of anyOf/oneOf."""
+    schema = resolve_ref(v, schema)
+    if not isinstance(schema, dict) or depth > 8:
+        return []
+    out = list(schema["type"]) if isinstance(schema.get("type"), list) else [schema["type"]] if "type" in schema else []
+    members = list(schema["enum"]) if isinstance(schema.get("enum"), list) else []
+    members += [schema["const"]] if "const" in schema else []
+    out += [_json_type(m) for m in members]
+    for word in ("anyOf", "oneOf"):
+        for sub in schema.get(word, []):
+            out += expected_types(v, sub, depth + 1)
+    return list(dict.fromkeys(out))
+
+
+def _json_type(value):
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    return "string" if isinstance(value, str) else "null" if value is None else "object"
 
 
 def _findings(v, err, doc, ignored_by):

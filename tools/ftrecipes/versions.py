@@ -344,7 +344,7 @@ def schema_findings(doc, fmt, framework_versions=None):
     # release in use lacks the key too; version-skew then leaves that key alone.
     valid = {doc.where(p) for p in valid_by_history(doc.data, fmt.name, fv)}
     skewed = {doc.where(s.path) for s in skew(doc.data, fmt.name, fv, schema) if s.severity == "error"}
-    return [f for f in schemas.check(doc, schema, fmt.unknown_note, fmt.value_note)
+    return [f for f in schemas.check(doc, schema, fmt.unknown_note, fmt.value_verdict)
             if not ((f.line, f.column) in valid and f.rule in ("unknown-key", "removed-key")
                     or (f.line, f.column) in skewed and f.rule == "unknown-key")]
 

@@ -1,6 +1,6 @@
 """Docs for the findings that come from the schemas and the parsers."""
 
-from . import ERROR, document
+from . import ERROR, WARNING, document
 
 document("unknown-key", ERROR, "a key the framework does not know", """
     The key is not one the framework reads at this place, and the message says what the
@@ -26,6 +26,20 @@ document("bad-value", ERROR, "a value outside the allowed choices", """
 document("out-of-range", ERROR, "a number outside its range", """
     The number is outside the range the framework accepts (ZeRO stage 5, a negative batch
     size, a probability above 1).
+""")
+document("coerced-value", WARNING, "a value the framework's parser converts to the right type", """
+    The value is written as another type than the field's (text "2" for a number, "true" for a
+    boolean, 2.0 for an integer), and the framework's own parser converts it before checking it:
+    DeepSpeed's pydantic sections in lax mode, TrlParser's argparse for a text value. The job
+    runs as if the typed value were written; the message names the converter and the value to
+    write. Where the parser cannot read the text, the finding stays a wrong-type/bad-value error.
+""")
+document("misread-value", ERROR, "a value the parser converts but another reader takes as written", """
+    The framework's parser would convert the text, but another program reads the same key from
+    the raw file: the HF Trainer and accelerate read a DeepSpeed config's `zero_optimization.stage`
+    and `bf16`/`fp16.enabled` themselves (transformers' and accelerate's HfDeepSpeedConfig), so
+    `"stage": "3"` is not ZeRO-3 there and `"enabled": "true"` fails the Trainer's match with its
+    bf16/fp16 argument. The message names that reader and what it gets wrong.
 """)
 document("missing-key", ERROR, "a required key is missing", """
     The framework needs this key and has no default for it, so it stops at start-up (for

@@ -162,9 +162,9 @@ def _pydantic_lax(value, jtype):
                 return NOT_CONVERTED
         words = text.lower()
         return True if words in _TRUE_WORDS["pydantic"] else False if words in _FALSE_WORDS["pydantic"] else NOT_CONVERTED
-    if isinstance(value, bool):
-        return int(value) if jtype == "integer" else float(value) if jtype == "number" else NOT_CONVERTED
-    if isinstance(value, (int, float)) and math.isfinite(value):
+    # pydantic alone reads True as 1, but DeepSpeed's fp16 section refuses a boolean for its loss
+    # scale fields in before-validators (runtime/precision_config.py): no claim of a conversion.
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         if jtype == "integer" and float(value).is_integer():
             return int(value)
         if jtype == "boolean" and value in (0, 1):
@@ -219,6 +219,8 @@ class ValueEffect:
     text: bool | None = None
     # The parser converts what it can read into the field's type first: such a value is not an
     # error (a coerced-value warning) unless another reader of the file takes it as written.
+    # It applies to the keys under `at`, never to `at` itself: DeepSpeed builds a section's model
+    # from a mapping, and `"zero_optimization": 1` raises a TypeError.
     convert: Conversion | None = None
 
 
@@ -286,7 +288,8 @@ class Parsing:
         path = tuple(path)
         fits = [v for v in self.values if path[:len(v.at)] == v.at and rule in v.rules
                 and (v.text is None or v.text == isinstance(value, str))
-                and (v.convert is None or types is None or bool(set(types) & CONVERTIBLE))]
+                and (v.convert is None or types is None or bool(set(types) & CONVERTIBLE))
+                and (v.convert is None or len(path) > len(v.at))]
         # The longest prefix wins; among equals, the entry listed first (max keeps the first).
         return max(fits, key=lambda v: len(v.at), default=None)
 

@@ -268,8 +268,9 @@ def _with_effect(v, err, finding, value_verdict):
     if finding.rule not in _VALUE_RULES:
         return finding
     path, value = tuple(err.absolute_path), err.instance
-    at = v.evolve(schema=err.schema)  # keeps the root's resolver: $refs still resolve
-    verdict = value_verdict(path, finding.rule, value, expected_types(v, err.schema), at.is_valid)
+    # evolve keeps the root's resolver, so $refs in the sub-schema still resolve.
+    verdict = value_verdict(path, finding.rule, value, expected_types(v, err.schema),
+                            lambda made: v.evolve(schema=err.schema).is_valid(made))
     if verdict.coerced:
         said = f"{_dotted(path)}: {verdict.by} converts {_show(value)} to {verdict.written}"
         if verdict.misread:

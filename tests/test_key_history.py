@@ -138,6 +138,20 @@ def test_an_addition_matches_both_releases():
     assert not re.search(r"^    dtype: ", need("trl", "0.22.2")["trl/trainer/model_config.py"], re.M)
 
 
+def test_a_deprecation_may_point_to_an_older_key():
+    """transformers 5.0 deprecated warmup_ratio in favour of warmup_steps, which every 4.x release
+    has (an int there; 5.0 made it a float that reads a value below 1 as a ratio): warmup_steps is
+    no 5.0 key. Read from the release archives (training_args.py of 4.50.3 and 5.0.0)."""
+    assert re.search(r"^    warmup_steps: int = ", need("transformers", "4.50.3")["transformers/training_args.py"], re.M)
+    assert re.search(r"^    warmup_steps: float = ", need("transformers", "5.0.0")["transformers/training_args.py"], re.M)
+    t = versions.history("transformers")
+    assert t.introduced("warmup_steps") is None
+    assert t.problems("warmup_steps", "4.53") == []
+    assert t.spelled_at("warmup_steps", "4.53") == "warmup_steps"
+    # A deprecation whose replacement is new stays one: activation_checkpointing first in 5.23.
+    assert t.introduced("activation_checkpointing") == versions.parse("5.23")
+
+
 # --- pins ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("text, expected", [
     ("trl==0.18.0\ntransformers==4.52.3  # pinned\n", {"trl": "0.18.0", "transformers": "4.52.3"}),

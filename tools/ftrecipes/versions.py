@@ -183,9 +183,17 @@ class History:
 
     def introduced(self, key):
         """Version at which key appeared as the new name of a rename (or the replacement of a
-        deprecated key), or None (always there, as far as the table knows)."""
+        deprecated key), or None (always there, as far as the table knows). A deprecation may
+        point to a key that already existed (transformers 5.0 deprecated warmup_ratio for the
+        warmup_steps every 4.x release has): the key history read from the releases decides."""
         found = [c.version for c in self.changes if c.kind in ("renamed", "deprecated") and c.replacement == key]
-        return min(found) if found else None
+        if not found:
+            return None
+        start = min(found)
+        generated = key_history(self.framework)
+        spans = generated.by_key.get(key, {}) if generated else {}
+        earlier = any(a < start for sp in spans.values() for a, _ in sp)
+        return None if earlier else start
 
     def retired(self, key):
         """The rename/removal that retired key, or None."""

@@ -235,6 +235,8 @@ VALUE_CASES = [
     ("deepspeed", ("zero_optimization", "overlap_comm"), "wrong-type", 2.5),
     ("deepspeed", ("zero_optimization", "stage"), "bad-value", "7"),  # pydantic reads 7, ZeroStageEnum refuses it
     ("deepspeed", ("zero_optimization", "reduce_bucket_size"), "wrong-type", "5e8"),  # pydantic's int wants digits
+    ("deepspeed", ("fp16", "min_loss_scale"), "wrong-type", "2.0"),  # int("2.0") in a before-validator
+    ("deepspeed", ("zero_optimization",), "wrong-type", 1),  # the section itself: DeepSpeedZeroConfig(**1)
     ("deepspeed", ("zero_optimization", "stage"), "bad-value", 7),
     ("deepspeed", ("zero_optimization", "reduce_bucket_size"), "out-of-range", -1),
     ("deepspeed", ("activation_checkpointing", "partition_activations"), "wrong-type", "maybe"),
@@ -386,6 +388,8 @@ COERCED_CASES = [
     ("deepspeed", ("zero_optimization", "stage"), "2", 2, True),
     ("deepspeed", ("zero_optimization", "stage"), "3", 3, True),
     ("deepspeed", ("fp16", "initial_scale_power"), "16", 16, False),
+    ("deepspeed", ("fp16", "min_loss_scale"), "2", 2, False),
+    ("deepspeed", ("fp16", "loss_scale"), "128", 128.0, False),
     ("deepspeed", ("bf16", "enabled"), "true", True, True),
     ("deepspeed", ("fp16", "enabled"), "false", False, True),
     ("trl", ("per_device_train_batch_size",), "2", 2, False),
@@ -438,8 +442,8 @@ def test_coerced_message_words():
     ("pydantic-lax", " +2 ", "integer", 2), ("pydantic-lax", "2.0", "integer", 2), ("pydantic-lax", "2.5", "integer", None),
     ("pydantic-lax", "1e3", "integer", None), ("pydantic-lax", "1e3", "number", 1000.0), ("pydantic-lax", "On", "boolean", True),
     ("pydantic-lax", 2, "boolean", None), ("pydantic-lax", 0.0, "boolean", False), ("pydantic-lax", True, "integer", None),
-    ("argparse", "2.0", "integer", None), ("argparse", " 2 ", "integer", 2), ("argparse", "On", "boolean", None),
-    ("argparse", "T", "boolean", True), ("argparse", 2.0, "integer", None), ("argparse", "1e-5", "number", 1e-5),
+    ("type-call", "2.0", "integer", None), ("type-call", " 2 ", "integer", 2), ("type-call", "On", "boolean", None),
+    ("type-call", "T", "boolean", True), ("type-call", 2.0, "integer", None), ("type-call", "1e-5", "number", 1e-5),
 ])
 def test_conversions_match_the_parsers_rules(conversion, value, jtype, made):
     """Each row is what pydantic 2.14 (TypeAdapter in lax mode) or argparse with transformers'

@@ -141,8 +141,8 @@ class Effect:
 VALUE_RULES = frozenset({"wrong-type", "bad-value", "out-of-range"})
 NOT_CONVERTED = object()
 CONVERTIBLE = frozenset({"integer", "number", "boolean"})  # the field types a parser converts to
-_TRUE_WORDS = {"pydantic": {"1", "on", "t", "true", "y", "yes"}, "argparse": {"yes", "true", "t", "y", "1"}}
-_FALSE_WORDS = {"pydantic": {"0", "off", "f", "false", "n", "no"}, "argparse": {"no", "false", "f", "n", "0"}}
+_TRUE_WORDS = {"pydantic": {"1", "on", "t", "true", "y", "yes"}, "string_to_bool": {"yes", "true", "t", "y", "1"}}
+_FALSE_WORDS = {"pydantic": {"0", "off", "f", "false", "n", "no"}, "string_to_bool": {"no", "false", "f", "n", "0"}}
 # pydantic-core reads "2", "+2", "2_000" and "2.0" as integers, not "2.5" or "1e3".
 _PYDANTIC_INT = re.compile(r"([+-]?\d+(?:_\d+)*)(?:\.0*)?")
 
@@ -172,21 +172,22 @@ def _pydantic_lax(value, jtype):
     return NOT_CONVERTED
 
 
-def _argparse_text(value, jtype):
-    """What HfArgumentParser's argparse makes of a text default: the field's type called on it
-    (int, float, transformers' string_to_bool); anything but text is kept as it is."""
+def _type_call(value, jtype):
+    """What the field's type called on a text value makes of it: int(), float(), and for a
+    boolean transformers' string_to_bool. HfArgumentParser's argparse does this to a text default
+    (anything but text it keeps as it is), and so do DeepSpeed's fp16 before-validators."""
     if not isinstance(value, str):
         return NOT_CONVERTED
     if jtype == "boolean":
         low = value.lower()
-        return True if low in _TRUE_WORDS["argparse"] else False if low in _FALSE_WORDS["argparse"] else NOT_CONVERTED
+        return True if low in _TRUE_WORDS["string_to_bool"] else False if low in _FALSE_WORDS["string_to_bool"] else NOT_CONVERTED
     try:
         return {"integer": int, "number": float}[jtype](value)
     except (KeyError, ValueError):
         return NOT_CONVERTED
 
 
-_CONVERTERS = {"pydantic-lax": _pydantic_lax, "argparse": _argparse_text}
+_CONVERTERS = {"pydantic-lax": _pydantic_lax, "type-call": _type_call}
 
 
 @dataclass(frozen=True)
@@ -219,9 +220,10 @@ class ValueEffect:
     text: bool | None = None
     # The parser converts what it can read into the field's type first: such a value is not an
     # error (a coerced-value warning) unless another reader of the file takes it as written.
-    # It applies to the keys under `at`, never to `at` itself: DeepSpeed builds a section's model
-    # from a mapping, and `"zero_optimization": 1` raises a TypeError.
     convert: Conversion | None = None
+    # True: for the keys under `at` only, not for `at` itself (DeepSpeed builds a section's model
+    # from a mapping: `"zero_optimization": 1` raises a TypeError, nothing converts it).
+    under: bool = False
 
 
 @dataclass(frozen=True)
@@ -289,7 +291,7 @@ class Parsing:
         fits = [v for v in self.values if path[:len(v.at)] == v.at and rule in v.rules
                 and (v.text is None or v.text == isinstance(value, str))
                 and (v.convert is None or types is None or bool(set(types) & CONVERTIBLE))
-                and (v.convert is None or len(path) > len(v.at))]
+                and (not v.under or len(path) > len(v.at))]
         # The longest prefix wins; among equals, the entry listed first (max keeps the first).
         return max(fits, key=lambda v: len(v.at), default=None)
 
@@ -358,8 +360,16 @@ DEEPSPEED_PARSING = Parsing(
     auto=tuple(((k,), _AUTO_RAISES) for k in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"))
     + tuple(((k,), _AUTO_LATER) for k in ("gradient_clipping", "optimizer", "scheduler"))
     + tuple(((s,), _AUTO_DROPPED) for s in _DS_MODELS),
-    values=(ValueEffect((), _DS_VALUE_LATER),) + tuple(ValueEffect((s,), _DS_VALUE_RAISES, convert=_DS_LAX) for s in _DS_MODELS)
-    + tuple(ValueEffect((s,), _DS_VALUE_LATER) for s in _DS_DICTS),
+    # Per section: its fields (listed first, so they win over the section's own value), then the
+    # section's own value.
+    values=(ValueEffect((), _DS_VALUE_LATER),)
+    + tuple(e for s in _DS_MODELS for e in (ValueEffect((s,), _DS_VALUE_RAISES, convert=_DS_LAX, under=True),
+                                            ValueEffect((s,), _DS_VALUE_RAISES)))
+    + tuple(ValueEffect((s,), _DS_VALUE_LATER) for s in _DS_DICTS)
+    # runtime/precision_config.py: before-validators call float()/int() on these and refuse a
+    # boolean, so "2.0" for min_loss_scale raises where pydantic alone would read it.
+    + tuple(ValueEffect(("fp16", k), _DS_VALUE_RAISES, convert=Conversion("type-call", _DS_LAX.by))
+            for k in ("loss_scale", "loss_scale_window", "min_loss_scale")),
     misread=_DS_MISREAD,
 )
 # accelerate's ClusterConfig.from_yaml_file refuses unknown top-level keys; `accelerate launch`
@@ -395,7 +405,7 @@ TRL_PARSING = Parsing(
     Effect(RAISES, "TrlParser stops with an error"),
     values=_hf_values((
         ValueEffect((), Effect(RAISES, "TrlParser stops, argparse cannot read the text as the field's type"),
-                    frozenset({"wrong-type"}), text=True, convert=Conversion("argparse", "TrlParser (argparse)")),
+                    frozenset({"wrong-type"}), text=True, convert=Conversion("type-call", "TrlParser (argparse)")),
         ValueEffect((), Effect(LATER, "TrlParser takes it unchecked; the trainer gets the value as written"), text=None),
     )),
 )

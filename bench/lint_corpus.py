@@ -212,6 +212,9 @@ def mutations(rng):
                 out.append(("key typo", rel, lambda t, p=pat, b=bad: p.sub(lambda m: m.group(1) + b + m.group(2), t, count=1), bad, None))
         if suffix == ".json" and '"zero_optimization"' in text:
             out.append(("stage-ignored ZeRO key", rel, _stage_ignored, "offload_param", None))
+            # DeepSpeed converts "3", the HF Trainer and accelerate compare the raw value with 3:
+            # the error must name them (a coerced-value warning alone would be a miss).
+            out.append(("ZeRO stage written as text", rel, _stage_as_text, "stage: DeepSpeed's model of this section converts '", None))
         if suffix == ".yaml" and re.search(r"^bf16:\s*true", text, re.M):
             out.append(("bf16 on V100", rel, lambda t: t, "bf16", "V100-32GB"))
         if suffix == ".sh" and "openrlhf.cli." in text:
@@ -271,6 +274,18 @@ def _stage_ignored(text):
     if z.get("stage", 0) == 3:
         z["stage"] = 2
     z["offload_param"] = {"device": "cpu", "pin_memory": True}
+    return json.dumps(data, indent=2)
+
+
+def _stage_as_text(text):
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    z = data.get("zero_optimization")
+    if not isinstance(z, dict) or not isinstance(z.get("stage"), int) or isinstance(z.get("stage"), bool):
+        return None
+    z["stage"] = str(z["stage"])
     return json.dumps(data, indent=2)
 
 

@@ -378,13 +378,14 @@ def test_value_table_matches_axolotl(tmp_path):
 # tests prove lint's finding (a coerced-value warning, or a misread-value error naming the
 # reader); the framework tests feed the value to the real parser (it must hold exactly the
 # converted value, type included) and, for DeepSpeed, to the HF integration that reads the same
-# file (transformers' HfTrainerDeepSpeedConfig: it must see the same config as with the typed
-# value unless the table says it misreads it).
+# file (transformers' HfTrainerDeepSpeedConfig and accelerate's DeepSpeedPlugin: they must see the
+# same config as with the typed value unless the table says they misread it).
 COERCED_CASES = [
     ("deepspeed", ("zero_optimization", "overlap_comm"), "true", True, False),
     ("deepspeed", ("zero_optimization", "overlap_comm"), "off", False, False),
     ("deepspeed", ("zero_optimization", "contiguous_gradients"), 1, True, False),
     ("deepspeed", ("zero_optimization", "reduce_bucket_size"), "500000000", 500000000, False),
+    ("deepspeed", ("zero_optimization", "stage"), "1", 1, True),  # accelerate's no_sync: "1" < 2 raises
     ("deepspeed", ("zero_optimization", "stage"), "2", 2, True),
     ("deepspeed", ("zero_optimization", "stage"), "3", 3, True),
     ("deepspeed", ("fp16", "initial_scale_power"), "16", 16, False),

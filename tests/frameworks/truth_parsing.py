@@ -132,9 +132,10 @@ def deepspeed_value(job):
 
 
 def _hf_view(data, bf16, fp16):
-    """What the HF Trainer's DeepSpeed integration reads from a config: the ZeRO stage tests, the
-    offload test and the mismatches trainer_config_process finds against TrainingArguments-like
-    arguments (bf16/fp16 as DeepSpeed's typed config has them, the rest matching the file)."""
+    """What the HF Trainer's DeepSpeed integration and accelerate read from a config: the ZeRO
+    stage tests, the offload test, the mismatches trainer_config_process finds against
+    TrainingArguments-like arguments (bf16/fp16 as DeepSpeed's typed config has them, the rest
+    matching the file), and DeepSpeedPlugin's stage (its type too: "2" == 2 is False)."""
     from types import SimpleNamespace
 
     from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
@@ -144,7 +145,13 @@ def _hf_view(data, bf16, fp16):
                            learning_rate=1e-5, adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8, weight_decay=0.0,
                            save_on_each_node=False, fp16=fp16, fp16_full_eval=False, bf16=bf16, bf16_full_eval=False)
     hf.trainer_config_process(args)
-    return {"zero2": hf.is_zero2(), "zero3": hf.is_zero3(), "offload": hf.is_offload(), "mismatches": hf.mismatches}
+    # accelerate's DeepSpeedPlugin copies the raw stage to zero_stage, which Accelerator.no_sync,
+    # get_state_dict and the Trainer compare with numbers.
+    from accelerate.utils import DeepSpeedPlugin
+
+    plugin = DeepSpeedPlugin(hf_ds_config=json.loads(json.dumps(data)))
+    return {"zero2": hf.is_zero2(), "zero3": hf.is_zero3(), "offload": hf.is_offload(), "mismatches": hf.mismatches,
+            "plugin_stage": [type(plugin.zero_stage).__name__, plugin.zero_stage], "zero3_init": plugin.zero3_init_flag}
 
 
 @check("misread-deepspeed-hf")

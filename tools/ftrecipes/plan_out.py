@@ -31,53 +31,82 @@ def _global_batch(s) -> int:
 _NO_VLLM = (lambda s: s.vllm_mode != "none", lambda s: "vLLM generation: this trainer has no GRPO building block")
 
 
+# Distributed back ends (memory.Setup.framework) -> the values' `distributed`: "torch" (one
+# process, no wrapper) is DDP's block on one GPU (accelerate's distributed_type NO).
+_DISTRIBUTED = {"deepspeed": "deepspeed", "fsdp2": "fsdp2", "ddp": "ddp", "torch": "ddp"}
+ALL = frozenset(_DISTRIBUTED)
+
+
 @dataclass(frozen=True)
 class Writer:
-    """One trainer's recipe shape. Files: (name, _lib template, format, primary, executable);
-    `{method}` in a name stands for sft / dpo."""
+    """One trainer's recipe shape. Files: (name, _lib template, format, executable, back ends it
+    is written for); `{method}` in a name stands for sft / dpo. The primary file is the
+    DeepSpeed config where there is one, else the FSDP accelerate config, else the trainer's."""
     stack: str
     launcher: str
     script: str
     files: tuple
     values: dict  # defaults of the values this trainer's blocks read beyond the common ones
     datasets: dict  # a public dataset per method, the trainer's own example data
-    methods: tuple = ("sft", "lora", "dpo")  # plan --method values its blocks render
+    methods: tuple = ("sft", "lora", "qlora", "dpo")  # plan --method values its blocks render
     gaps: tuple = ()  # (test, reason) on a Setup: settings its blocks cannot state beyond _GAPS
     method_blocks: dict = field(default_factory=dict)  # {method: {block: block used instead}}
+    backends: frozenset = frozenset({"deepspeed"})  # Setup.framework values its blocks render
+    launchers: dict = field(default_factory=dict)  # {distributed: launcher} where not `launcher`
+    scripts: dict = field(default_factory=dict)  # {distributed: script} where not `script`
 
     def block(self, lib: str, method: str) -> str:
         return self.method_blocks.get(method, {}).get(lib, lib)
 
+    def files_for(self, framework: str) -> list:
+        """(name, lib, format, primary, executable) of the files written for a back end."""
+        rows = [f for f in self.files if framework in f[4]]
+        formats = [f[2] for f in rows]
+        lead = ("deepspeed" if "deepspeed" in formats else "accelerate" if framework == "fsdp2"
+                else next(fmt for fmt in formats if fmt not in ("accelerate", "shell")))
+        return [(name, lib, fmt, fmt == lead, executable) for name, lib, fmt, executable, _ in rows]
+
+
+_TRL = Writer(
+    stack="trl", launcher="accelerate", script="trl.scripts.{method}",
+    files=(("ds.json", "_lib/ds.json.j2", "deepspeed", False, frozenset({"deepspeed"})),
+           ("accelerate.yaml", "_lib/trl/accelerate.yaml.j2", "accelerate", False, ALL),
+           ("{method}.yaml", "_lib/trl/trainer.yaml.j2", "trl", False, ALL),
+           ("launch.sh", "_lib/trl/launch.sh.j2", "shell", True, ALL)),
+    values={"lora_target": "all-linear"},
+    # the datasets TRL's own sft/dpo/grpo examples train on
+    datasets={"sft": "trl-lib/Capybara", "dpo": "trl-lib/ultrafeedback_binarized", "grpo": "trl-lib/DeepMath-103K"},
+    methods=("sft", "lora", "qlora", "dpo", "grpo"),
+    method_blocks={"grpo": {"_lib/trl/trainer.yaml.j2": "_lib/trl/grpo.yaml.j2"}},
+    backends=ALL,
+    gaps=((lambda s: s.method == "grpo" and _global_batch(s) % 2,
+           lambda s: f"GRPO: a global batch of {_global_batch(s)} has no num_generations of 2 or more dividing it"),
+          (lambda s: s.method == "grpo" and s.framework != "deepspeed",
+           lambda s: f"GRPO under {_BACKEND_NAMES.get(s.framework, s.framework)}: the GRPO blocks are written for DeepSpeed"),
+          (lambda s: s.method == "grpo" and s.quantization != "none",
+           lambda s: "GRPO with a 4-bit base: the GRPO block has no quantization keys")),
+)
 
 WRITERS = {
-    "trl": Writer(
-        stack="trl", launcher="accelerate", script="trl.scripts.{method}",
-        files=(("ds.json", "_lib/ds.json.j2", "deepspeed", True, False),
-               ("accelerate.yaml", "_lib/trl/accelerate.yaml.j2", "accelerate", False, False),
-               ("{method}.yaml", "_lib/trl/trainer.yaml.j2", "trl", False, False),
-               ("launch.sh", "_lib/trl/launch.sh.j2", "shell", False, True)),
-        values={"lora_target": "all-linear"},
-        # the datasets TRL's own sft/dpo/grpo examples train on
-        datasets={"sft": "trl-lib/Capybara", "dpo": "trl-lib/ultrafeedback_binarized", "grpo": "trl-lib/DeepMath-103K"},
-        methods=("sft", "lora", "dpo", "grpo"),
-        method_blocks={"grpo": {"_lib/trl/trainer.yaml.j2": "_lib/trl/grpo.yaml.j2"}},
-        gaps=((lambda s: s.method == "grpo" and _global_batch(s) % 2,
-               lambda s: f"GRPO: a global batch of {_global_batch(s)} has no num_generations of 2 or more dividing it"),),
-    ),
+    "trl": _TRL,
+    # HF Trainer through TRL's own scripts: `--framework accelerate` is written as the TRL recipe
+    # (accelerate launch of trl.scripts.<method>, whose SFTTrainer / DPOTrainer are HF Trainers)
+    "accelerate": _TRL,
     "llamafactory": Writer(
         stack="llamafactory", launcher="llamafactory-cli", script="llamafactory-cli train",
-        files=(("ds.json", "_lib/ds.json.j2", "deepspeed", True, False),
-               ("{method}.yaml", "_lib/llamafactory/train.yaml.j2", "llamafactory", False, False),
-               ("launch.sh", "_lib/llamafactory/launch.sh.j2", "shell", False, True)),
+        files=(("ds.json", "_lib/ds.json.j2", "deepspeed", False, frozenset({"deepspeed"})),
+               ("{method}.yaml", "_lib/llamafactory/train.yaml.j2", "llamafactory", False, ALL),
+               ("launch.sh", "_lib/llamafactory/launch.sh.j2", "shell", True, ALL)),
         values={"lora_target": "all", "dataset_dir": "data", "template": "default"},
         # the demo datasets LLaMA-Factory ships in its data/ folder (dataset_info.json)
         datasets={"sft": "alpaca_en_demo", "dpo": "dpo_en_demo"},
+        backends=frozenset({"deepspeed", "ddp", "torch"}),
         gaps=(_NO_VLLM,),
     ),
     "openrlhf": Writer(
         stack="openrlhf", launcher="deepspeed", script="openrlhf.cli.train_{method}",
-        files=(("launch.sh", "_lib/openrlhf/train_sft.sh.j2", "openrlhf", False, True),
-               ("ds.json", "_lib/openrlhf/ds.json.j2", "deepspeed", True, False)),
+        files=(("launch.sh", "_lib/openrlhf/train_sft.sh.j2", "openrlhf", True, ALL),
+               ("ds.json", "_lib/openrlhf/ds.json.j2", "deepspeed", False, ALL)),
         values={"openrlhf_version": "0.11.2"},
         # the dataset and keys of OpenRLHF's own SFT example (examples/scripts/train_sft_llama.sh)
         datasets={"sft": "Open-Orca/OpenOrca"},
@@ -96,31 +125,33 @@ def unsupported(a) -> str | None:
     if a.method not in methods:
         return (f"plan -o: --method {a.method} is not written as a recipe yet for {a.framework} "
                 f"(supported: {', '.join(methods)})")
-    if a.adapter == "qlora":
-        return "plan -o: --adapter qlora is not written as a recipe yet (the values have no quantization setting)"
     if a.nodes != 1:
         return f"plan -o: --nodes {a.nodes}: only one-node recipes are written so far"
     return None
 
 
 # Settings a candidate may have that the written recipe files cannot state yet: the shared
-# blocks render DeepSpeed configs, stock AdamW, no fused loss, full-precision base weights and
-# no generation engine (the values vocabulary has no key for the others).
+# blocks render stock AdamW, no fused loss, bitsandbytes 4-bit base weights only without
+# DeepSpeed (ZeRO-3 would need the storage dtype FSDP gets), and only their trainer's back ends.
 _GAPS = (
-    (lambda s: s.framework != "deepspeed",
-     lambda s: f"{_BACKEND_NAMES.get(s.framework, s.framework)}: the written files are DeepSpeed configs"),
     (lambda s: s.optimizer != "adamw", lambda s: f"{s.optimizer}: the values have no optimizer setting"),
     (lambda s: s.loss_kernel != "none", lambda s: f"{s.loss_kernel} loss: the values have no loss-kernel setting"),
-    (lambda s: s.quantization != "none",
-     lambda s: f"{s.quantization} base weights: the values have no quantization setting"),
+    (lambda s: s.quantization not in ("none", "4bit"),
+     lambda s: f"{s.quantization} base weights: the values state 4-bit only"),
+    (lambda s: s.quantization != "none" and s.framework == "deepspeed",
+     lambda s: "4-bit base under DeepSpeed: 4-bit recipes are written for DDP, FSDP2 or one GPU"),
 )
 _BACKEND_NAMES = {"fsdp2": "FSDP2", "fsdp": "FSDP", "ddp": "DDP", "torch": "one GPU without DeepSpeed"}
 
 
 def gap(s, framework: str = "trl") -> str | None:
     """Why the recipe files of `framework` cannot state setup `s`, or None when they can."""
-    extra = WRITERS[framework].gaps if framework in WRITERS else ()
-    return next((why(s) for test, why in _GAPS + extra if test(s)), None)
+    if framework not in WRITERS:
+        return None
+    w = WRITERS[framework]
+    if s.framework not in w.backends:
+        return f"{_BACKEND_NAMES.get(s.framework, s.framework)}: the written {framework} files do not render it"
+    return next((why(s) for test, why in _GAPS + w.gaps if test(s)), None)
 
 
 def expressible(s, framework: str = "trl") -> bool:
@@ -147,8 +178,18 @@ def _values(s, a, w: Writer) -> dict:
         "weight_decay": 0.0, "gradient_clipping": 1.0, "epochs": 1, "logging_steps": 10, "save_steps": 500,
         "master_port": 29500,
     }
-    if s.precision == "fp16":
-        v["loss_scale_power"] = 16
+    v["distributed"] = _DISTRIBUTED[s.framework]
+    if s.framework != "deepspeed":
+        # DeepSpeed's own settings; FSDP2's CPU offload is offload_param (as in llama8b-lora-fsdp2-4090x2)
+        for key in ("zero_stage", "offload_optimizer", "pin_memory"):
+            del v[key]
+        v["offload_param"] = "cpu" if s.fsdp_offload else "none"
+        if s.framework != "fsdp2":
+            del v["offload_param"]
+    elif s.precision == "fp16":
+        v["loss_scale_power"] = 16  # DeepSpeed's dynamic loss scale; torch's GradScaler needs none
+    if s.quantization != "none":
+        v["quantization"] = s.quantization
     if s.lora_rank:
         v.update(lora_rank=s.lora_rank, lora_alpha=2 * s.lora_rank, lora_dropout=0.05,
                  lora_target=w.values["lora_target"])
@@ -206,7 +247,8 @@ def _story(c, runner_up, a, passed: list, m) -> dict:
     from .plan import describe, why
 
     gib = 1024 ** 3
-    cause = (f"`ftrecipes plan` searched ZeRO stage, offload, checkpointing, attention and micro batch for "
+    cause = (f"`ftrecipes plan` searched sharding (ZeRO stages, FSDP2, DDP), offload, checkpointing, attention "
+             f"and micro batch for "
              f"{a.framework}; this setup is predicted at {c.speed.tokens_per_s:,.0f} tokens/s "
              f"({c.speed.seconds:.2f} s per step, MFU {c.speed.mfu:.0%}) and needs "
              f"{m.gpu_card_bytes / gib:.1f} of {m.gpu_bytes / gib:.1f} GiB per GPU ({m.verdict}).")
@@ -214,7 +256,8 @@ def _story(c, runner_up, a, passed: list, m) -> dict:
         cause += f" Against the next candidate: {why(c, runner_up)}."
     if passed:
         cause += " Passed over although faster: " + "; ".join(passed) + "."
-    lora = f" with LoRA rank {c.setup.lora_rank}" if c.setup.lora_rank else ""
+    kind = "QLoRA (4-bit base)" if c.setup.quantization != "none" else "LoRA"
+    lora = f" with {kind} rank {c.setup.lora_rank}" if c.setup.lora_rank else ""
     return {
         "symptom": (f"{c.setup.method.upper()}{lora} of {a.model} on {a.gpus} at seq_len {a.seq_len} with "
                     f"{a.global_batch} sequences per optimizer step: which sharding, offload, checkpointing "
@@ -236,7 +279,7 @@ def _meta(c, a, w: Writer, values: dict, story: dict, names: dict) -> dict:
     s = c.setup
     method = s.method
     files = []
-    for name, lib, fmt, primary, executable in w.files:
+    for name, lib, fmt, primary, executable in w.files_for(s.framework):
         entry = {"name": names[name], "template": names[name] + ".j2", "format": fmt}
         if primary:
             entry["primary"] = True
@@ -251,7 +294,8 @@ def _meta(c, a, w: Writer, values: dict, story: dict, names: dict) -> dict:
         "name": a.name, "version": "1.0.0",
         "summary": _summary(a, s),
         "model": {"name": catalog.model(a.model).name, "hf_id": a.model},
-        "method": method, "finetuning": "lora" if s.lora_rank else "full",
+        "method": method,
+        "finetuning": ("qlora" if s.quantization != "none" else "lora") if s.lora_rank else "full",
         "framework": {"name": a.framework, "launcher": w.launcher, "stack": w.stack,
                       "script": w.script.format(method=method)},
         "hardware": hardware, "tested_with": _pins(w.stack), "story": story,
@@ -264,7 +308,8 @@ def _summary(a, s) -> str:
     it fits, else its sharding and offload (the story's fix has the rest)."""
     from .plan import describe
 
-    head = f"{a.framework} {s.method}{' + LoRA' if s.lora_rank else ''} of {a.model} on {s.gpus_per_node}x{s.gpu}: "
+    adapter = (" + QLoRA" if s.quantization != "none" else " + LoRA") if s.lora_rank else ""
+    head = f"{a.framework} {s.method}{adapter} of {a.model} on {s.gpus_per_node}x{s.gpu}: "
     full = f"{head}{describe(s)} (written by ftrecipes plan)"
     return full if len(full) <= 200 else f"{head}{describe(s).split(', micro ')[0]} (written by ftrecipes plan)"[:200]
 
@@ -306,11 +351,11 @@ The dataset and learning rate are the trainer's example defaults, not tuned for 
 """
 
 
-def _skeleton(meta: dict, values: dict, w: Writer, names: dict) -> dict:
+def _skeleton(meta: dict, values: dict, w: Writer, names: dict, framework: str) -> dict:
     method = meta["method"]
     out = {"recipe.yaml": (_yaml(meta), False),
            "values.schema.json": (json.dumps(_values_schema(meta["name"], values), indent=2) + "\n", False)}
-    for name, lib, *_ in w.files:
+    for name, lib, *_ in w.files_for(framework):
         out[f"templates/{names[name]}.j2"] = (
             f'{{#- Written by ftrecipes plan -o: the shared building block, for {method}. -#}}\n'
             f'{{%- set method = "{method}" -%}}\n{{% include "{w.block(lib, method)}" %}}', False)
@@ -333,9 +378,9 @@ def _stage(c, runner_up, a, w: Writer, passed: list, tmp: Path):
     from . import lint, recipe as recipe_mod, recipe_memory, render
 
     values = _values(c.setup, a, w)
-    names = {n: n.format(method=c.setup.method) for n, *_ in w.files}
+    names = {n: n.format(method=c.setup.method) for n, *_ in w.files_for(c.setup.framework)}
     meta = _meta(c, a, w, values, _story(c, runner_up, a, passed, c.memory), names)
-    files = _skeleton(meta, values, w, names)
+    files = _skeleton(meta, values, w, names, c.setup.framework)
     stage = tmp / a.name
     for name, (text, _) in files.items():
         (stage / name).parent.mkdir(parents=True, exist_ok=True)
@@ -380,8 +425,8 @@ def write(ranked: list, fastest, a) -> int:
                         f"(the fastest setup that fits: {describe(fastest.setup)})")
     passed = []
     if fastest.speed.tokens_per_s > ranked[0].speed.tokens_per_s * 1.005:
-        passed.append(f"{describe(fastest.setup)} ({fastest.speed.tokens_per_s:,.0f} tokens/s), uses settings "
-                      "these recipe files do not render yet (DDP/FSDP, fused loss kernels, 8-bit optimizers)")
+        passed.append(f"{describe(fastest.setup)} ({fastest.speed.tokens_per_s:,.0f} tokens/s), not written: "
+                      f"{gap(fastest.setup, a.framework) or 'its files fail lint'}")
     for i, c in enumerate(ranked[:MAX_TRIES]):
         runner_up = ranked[i + 1] if i + 1 < len(ranked) else None
         with tempfile.TemporaryDirectory(prefix="ftrecipes-plan-") as tmp:

@@ -197,21 +197,21 @@ def test_liger_only_where_the_trainer_applies_it():
 
 
 def test_ranking_says_what_plan_o_would_not_write(capsys):
-    """Each candidate `plan -o` cannot write carries one line saying why (here DDP and FSDP2,
-    which the shared blocks do not render), the JSON the same reason, and the lint filter's
-    count is printed."""
+    """Each candidate `plan -o` cannot write carries one line saying why (here LLaMA-Factory LoRA
+    under FSDP2 on fp16-only V100s: its FSDP2 blocks train LoRA in pure bf16; its DDP they
+    write), the JSON the same reason, and the lint filter's count is printed."""
     import json
 
     argv = ["plan", "--model", "Qwen2.5-7B-Instruct", "--method", "dpo", "--adapter", "lora", "--gpus",
             "8xV100-32GB", "--seq-len", "1536", "--global-batch", "32", "--framework", "llamafactory", "--top", "20"]
     assert cli.main(argv) == 0
     text = capsys.readouterr().out
-    assert "plan -o: not written yet (DDP: the written files are DeepSpeed configs)" in text
+    assert "plan -o: not written yet (LoRA under FSDP2 in fp16: LLaMA-Factory's FSDP2 LoRA recipe trains in pure bf16)" in text
     assert "left out because `ftrecipes lint` would flag their files" in text and "fp16-static-loss-scale" in text
     assert cli.main(argv + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     reasons = {c["setup"]["framework"]: c["not_written"] for c in out["candidates"]}
-    assert reasons["deepspeed"] is None and "DDP" in reasons["ddp"]
+    assert reasons["deepspeed"] is None and reasons["ddp"] is None and "pure bf16" in reasons["fsdp2"]
     assert out["left_out_for_lint"]["fp16-static-loss-scale"] > 0
     # a request plan -o refuses as a whole: every candidate says so
     assert cli.main(argv[:4] + ["grpo"] + argv[5:] + ["--json"]) == 0

@@ -20,10 +20,11 @@ from .memory.steptime import StepTime, step_time
 
 METHODS = ("sft", "lora", "qlora", "dpo", "grpo")
 # Distributed back ends each trainer can drive. TRL/accelerate: DeepSpeed, FSDP2, DDP; LLaMA-Factory
-# launches DeepSpeed or FSDP through accelerate; OpenRLHF trains with DeepSpeed only.
+# launches DeepSpeed or FSDP2 through accelerate (llama8b-lora-fsdp2-4090x2); OpenRLHF trains with
+# DeepSpeed only.
 BACKENDS = {
     "trl": ("deepspeed", "fsdp2", "ddp"), "accelerate": ("deepspeed", "fsdp2", "ddp"),
-    "llamafactory": ("deepspeed", "fsdp", "ddp"), "openrlhf": ("deepspeed",),
+    "llamafactory": ("deepspeed", "fsdp2", "ddp"), "openrlhf": ("deepspeed",),
 }
 # OpenRLHF builds its training DeepSpeed config with offload=False (openrlhf 0.11.2,
 # utils/deepspeed/deepspeed.py get_ds_train_config; the CLI has --ds.adam_offload only), so its
@@ -163,6 +164,10 @@ def candidates(base: Setup, method: str, framework: str, global_batch: int, lora
             continue
         per_gpu = global_batch // n
         for be in _backends(framework, full, n):
+            if framework == "llamafactory" and be["framework"] == "fsdp2" and not full and base.precision == "bf16":
+                # LLaMA-Factory LoRA under FSDP2 trains in pure bf16 (llama8b-lora-fsdp2-4090x2):
+                # mixed precision makes accelerate <= 1.11 upcast the whole model, frozen base included
+                be = dict(be, master_weights=False)
             for opt in optimizers:
                 # bitsandbytes 8-bit states are not ZeRO/FSDP-partitioned or CPU-offloaded here
                 if opt != "adamw" and be["framework"] not in ("ddp", "torch"):

@@ -95,13 +95,20 @@ WRITERS = {
     "llamafactory": Writer(
         stack="llamafactory", launcher="llamafactory-cli", script="llamafactory-cli train",
         files=(("ds.json", "_lib/ds.json.j2", "deepspeed", False, frozenset({"deepspeed"})),
+               ("accelerate.yaml", "_lib/llamafactory/accelerate.yaml.j2", "accelerate", False, frozenset({"fsdp2"})),
                ("{method}.yaml", "_lib/llamafactory/train.yaml.j2", "llamafactory", False, ALL),
                ("launch.sh", "_lib/llamafactory/launch.sh.j2", "shell", True, ALL)),
         values={"lora_target": "all", "dataset_dir": "data", "template": "default"},
         # the demo datasets LLaMA-Factory ships in its data/ folder (dataset_info.json)
         datasets={"sft": "alpaca_en_demo", "dpo": "dpo_en_demo"},
-        backends=frozenset({"deepspeed", "ddp", "torch"}),
-        gaps=(_NO_VLLM,),
+        backends=ALL,
+        launchers={"fsdp2": "accelerate"}, scripts={"fsdp2": "llamafactory.launcher"},
+        gaps=(_NO_VLLM,
+              (lambda s: s.framework == "fsdp2" and s.quantization != "none",
+               lambda s: "4-bit base under FSDP2: LLaMA-Factory 4-bit recipes are written for DDP or one GPU"),
+              # pure_bf16 needs bf16; fp16 mixed precision would have accelerate <= 1.11 upcast the whole model
+              (lambda s: s.framework == "fsdp2" and s.lora_rank and s.precision != "bf16",
+               lambda s: f"LoRA under FSDP2 in {s.precision}: LLaMA-Factory's FSDP2 LoRA recipe trains in pure bf16")),
     ),
     "openrlhf": Writer(
         stack="openrlhf", launcher="deepspeed", script="openrlhf.cli.train_{method}",
@@ -296,8 +303,8 @@ def _meta(c, a, w: Writer, values: dict, story: dict, names: dict) -> dict:
         "model": {"name": catalog.model(a.model).name, "hf_id": a.model},
         "method": method,
         "finetuning": ("qlora" if s.quantization != "none" else "lora") if s.lora_rank else "full",
-        "framework": {"name": a.framework, "launcher": w.launcher, "stack": w.stack,
-                      "script": w.script.format(method=method)},
+        "framework": {"name": a.framework, "launcher": w.launchers.get(s.framework, w.launcher), "stack": w.stack,
+                      "script": w.scripts.get(s.framework, w.script).format(method=method)},
         "hardware": hardware, "tested_with": _pins(w.stack), "story": story,
         "files": files, "values": values,
     }

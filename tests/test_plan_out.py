@@ -7,6 +7,7 @@ step-time model's for the candidate. With a stack venv, the trainers' own parser
 import json
 import re
 from argparse import Namespace
+from pathlib import Path
 
 import pytest
 import yaml
@@ -200,45 +201,62 @@ def test_lora_dpo_on_v100_is_written_without_what_lint_flags(tmp_path, capsys):
     assert not result.findings, [f.message for f in result.findings]
 
 
+# FSDP2 setups that tie with ZeRO-3 on speed, where plan ranks ZeRO first (fewer moving parts):
+# the writer is handed the search's FSDP2 candidates only, which is what plan -o writes when
+# FSDP2 wins. LLaMA-Factory LoRA is llama8b-lora-fsdp2-4090x2's setup; TRL QLoRA is issue 13's
+# "FSDP2 + QLoRA on two 24 GB cards".
 LF_FSDP2_LORA = ("Llama-3.1-8B", "lora", "none", "2xRTX-4090", 2048, 16, "llamafactory")
+TRL_FSDP2_QLORA = ("Llama-3-8B", "qlora", "none", "2xRTX-4090", 4096, 16, "trl")
+FSDP2_FORCED = {LF_FSDP2_LORA: ["--lora-rank", "8", "--host-ram", "64"], TRL_FSDP2_QLORA: []}
 
 
 @pytest.fixture(scope="module")
-def lf_fsdp2_lora(tmp_path_factory):
-    """LLaMA-Factory LoRA under FSDP2, the setup of llama8b-lora-fsdp2-4090x2. It ties with ZeRO-3
-    on speed and plan ranks ZeRO first, so the writer is handed the search's FSDP2 candidates
-    only (what plan -o writes when FSDP2 is the winner)."""
-    model, method, adapter, gpus, seq, batch, fw = LF_FSDP2_LORA
-    ns = Namespace(model=model, gpus=gpus, nodes=1, seq_len=seq, global_batch=batch, top=1, lora_rank=8,
-                   host_ram=64, image_slices=0)
-    ranked = [c for c in plan.search(plan._base(ns), method, fw, batch, 8, adapter,
-                                     only=lambda s: plan_out.expressible(s, fw)) if c.setup.framework == "fsdp2"]
-    d = tmp_path_factory.mktemp("plan-out-lf-fsdp2") / "r"
-    a = cli.build_parser().parse_args(_args(*LF_FSDP2_LORA) + ["--lora-rank", "8", "--host-ram", "64", "-o", str(d)])
-    assert plan_out.write(ranked, ranked[0], a) == 0
-    return d, ranked[0]
+def fsdp2_forced(tmp_path_factory):
+    out = {}
+    for case, extra in FSDP2_FORCED.items():
+        a = cli.build_parser().parse_args(_args(*case) + extra + ["-o", str(tmp_path_factory.mktemp("fsdp2") / "r")])
+        ranked = [c for c in plan.search(plan._base(a), a.method, a.framework, a.global_batch, a.lora_rank, a.adapter,
+                                         only=lambda s: plan_out.expressible(s, a.framework))
+                  if c.setup.framework == "fsdp2"]
+        assert plan_out.write(ranked, ranked[0], a) == 0
+        out[case] = (a.output, ranked[0])
+    return out
 
 
-def test_llamafactory_fsdp2_lora_is_written_in_pure_bf16(lf_fsdp2_lora, tmp_path):
-    """The precision policy of llama8b-lora-fsdp2-4090x2 (accelerate <= 1.11 upcasts the whole
-    FSDP2 model under mixed precision): mixed_precision 'no' and pure_bf16; the files lint clean,
-    render identically, and the recipe's estimate (which reads pure_bf16 from sft.yaml as
-    master_weights false) is the plan's for the candidate."""
-    d, c = lf_fsdp2_lora
+@pytest.mark.parametrize("case", list(FSDP2_FORCED), ids=lambda c: "-".join(map(str, c)))
+def test_fsdp2_adapters_are_written_with_each_frameworks_precision(fsdp2_forced, case):
+    """LLaMA-Factory LoRA under FSDP2: the precision policy of llama8b-lora-fsdp2-4090x2
+    (accelerate <= 1.11 upcasts the whole FSDP2 model under mixed precision): mixed_precision
+    'no' and pure_bf16. TRL (accelerate 1.15 upcasts only trainable weights): bf16 mixed
+    precision, and QLoRA's 4-bit weights stored in bf16. Both lint clean, render identically,
+    and the recipe's estimate (read from its files) is the plan's for the candidate."""
+    d, c = fsdp2_forced[case]
+    d = Path(d)
     r = recipe.load(str(d))
     acc = yaml.safe_load((d / "rendered" / "accelerate.yaml").read_text())
-    sft = yaml.safe_load((d / "rendered" / "sft.yaml").read_text())
-    assert acc["distributed_type"] == "FSDP" and acc["fsdp_config"]["fsdp_version"] == 2
-    assert acc["mixed_precision"] == "no" and acc["num_processes"] == 2
-    assert sft["pure_bf16"] is True and sft["bf16"] is False and "deepspeed" not in sft
+    trainer = yaml.safe_load((d / "rendered" / "sft.yaml").read_text())
+    assert acc["distributed_type"] == "FSDP" and acc["fsdp_config"]["fsdp_version"] == 2 and acc["num_processes"] == 2
     assert r.primary.name == "accelerate.yaml" and r.meta["framework"]["launcher"] == "accelerate"
-    assert "accelerate launch --config_file accelerate.yaml -m llamafactory.launcher sft.yaml" in (
-        d / "rendered" / "launch.sh").read_text()
+    assert "deepspeed" not in trainer
+    est = recipe_memory.estimate(r)
+    if case[-1] == "llamafactory":
+        assert acc["mixed_precision"] == "no"
+        assert trainer["pure_bf16"] is True and trainer["bf16"] is False
+        assert "accelerate launch --config_file accelerate.yaml -m llamafactory.launcher sft.yaml" in (
+            d / "rendered" / "launch.sh").read_text()
+        assert est.setup.master_weights is False
+    else:
+        assert acc["mixed_precision"] == "bf16" and trainer["bf16"] is True
+        assert trainer["load_in_4bit"] is True and trainer["bnb_4bit_quant_storage"] == "bfloat16"
+        # FSDP checkpoints the layers; transformers 5.23 refuses the Trainer's on top
+        assert acc["fsdp_config"]["fsdp_activation_checkpointing"] is True and trainer["activation_checkpointing"] is False
+        assert est.setup.quantization == "4bit"
     result = lint.run([d / "rendered"])
     assert not result.findings and not result.unusable, [f.message for f in result.findings]
     assert regen.stale(r) == [] and regen.readme_updates([str(d)]) == {}
-    est = recipe_memory.estimate(r)
-    assert est.setup.master_weights is False and est.setup.framework == "fsdp2"
+    assert est.setup.framework == "fsdp2"
+    # the plan's Setup states the files' precision policy (pure bf16: no fp32 master copy)
+    assert est.setup.master_weights == c.setup.master_weights
     assert est.gpu_card_bytes == pytest.approx(c.memory.gpu_card_bytes, rel=1e-4)
 
 
@@ -254,15 +272,15 @@ FRAMEWORK_CASES = [GRID[0], GRID[1], GRID[3], GRID[4], GRID[6], GRID[12], GRID[1
 
 @pytest.mark.framework
 @pytest.mark.parametrize("stack", sorted({plan_out.WRITERS[c[-1]].stack for c in FRAMEWORK_CASES}))
-def test_framework_parsers_accept_written_files(written, lf_fsdp2_lora, stack, tmp_path):
+def test_framework_parsers_accept_written_files(written, fsdp2_forced, stack, tmp_path):
     """Every written file of the stack's cases through its parser, in one run of the stack's
     venv (the trainers' imports are most of a run's time)."""
     from truth_jobs import jobs_for, run_truth
 
     if not devenv.is_complete(stack):
         pytest.skip(f"no {stack} stack venv in {devenv.envs_root()}")
-    written = {**written, LF_FSDP2_LORA: lf_fsdp2_lora[0]}
-    all_jobs, cases = [], [c for c in FRAMEWORK_CASES + [LF_FSDP2_LORA] if plan_out.WRITERS[c[-1]].stack == stack]
+    written = {**written, **{case: Path(d) for case, (d, _) in fsdp2_forced.items()}}
+    all_jobs, cases = [], [c for c in FRAMEWORK_CASES + list(FSDP2_FORCED) if plan_out.WRITERS[c[-1]].stack == stack]
     for i, case in enumerate(cases):
         _, jobs = jobs_for(str(written[case]), [], tmp_path / f"files{i}")
         for _, job in jobs:

@@ -34,9 +34,10 @@ GRID = [
     ("Qwen2.5-7B", "sft", "none", "8xH100", 4096, 64, "openrlhf"),
     ("Mistral-7B", "lora", "none", "4xL40S", 4096, 32, "trl"),
     ("Qwen2.5-3B", "dpo", "none", "2xA100-80GB", 1024, 32, "llamafactory"),
-    # 24 GB cards, where the winner shards with FSDP2, keeps a whole copy per GPU or loads the base
-    # in 4 bits: FSDP2 full SFT, QLoRA under DDP (TRL) and on one GPU (LLaMA-Factory, and DPO
-    # through --framework accelerate). Held out (not run while writing the blocks): the last row.
+    # 24 GB cards, where the winner shards with DeepSpeed or FSDP2, keeps a whole copy per GPU or
+    # loads the base in 4 bits: full SFT, QLoRA under DDP (TRL) and on one GPU (LLaMA-Factory, and
+    # DPO through --framework accelerate), full SFT under FSDP2 through --framework accelerate.
+    # Held out (not run while writing the blocks): the last row.
     ("Qwen2.5-1.5B", "sft", "none", "2xRTX-4090", 2048, 16, "trl"),
     ("Llama-3-8B", "qlora", "none", "2xRTX-4090", 4096, 16, "trl"),
     ("Llama-3-8B", "qlora", "none", "1xRTX-4090", 2048, 16, "llamafactory"),
@@ -47,7 +48,8 @@ GRID = [
 ]
 # The back end each of the 24 GB rows' winners uses (the memory and step-time models' answer
 # today; a change there that moves a winner shows up here, not as a silent loss of coverage).
-BACKENDS_24G = {GRID[12]: "fsdp2", GRID[13]: "ddp", GRID[14]: "torch", GRID[15]: "torch", GRID[17]: "fsdp2"}
+BACKENDS_24G = {GRID[12]: "deepspeed", GRID[13]: "ddp", GRID[14]: "torch", GRID[15]: "torch", GRID[16]: "fsdp2",
+                GRID[17]: "fsdp2"}
 
 
 def _args(model, method, adapter, gpus, seq, batch, fw):
@@ -263,11 +265,11 @@ def test_fsdp2_adapters_are_written_with_each_frameworks_precision(fsdp2_forced,
 # Left out: the GRPO server case (its launch.sh runs `vllm serve`, whose check installs a vLLM
 # release) and OpenRLHF, whose blocks (recipes/_lib/openrlhf) OpenRLHF's parser already reads
 # through llama8b-sft-a100x1 in tests/test_framework_truth.py; add GRID[8] here to run it on a
-# written recipe (it passed when the writer was added, 27 s). The 24 GB rows: TRL FSDP2
-# (accelerate's ClusterConfig reads accelerate.yaml), TRL QLoRA under DDP and LLaMA-Factory QLoRA
-# (TrlParser / get_train_args take the 4-bit keys), the held-out accelerate row, and LLaMA-Factory
-# under FSDP2 (its accelerate launch through accelerate's own code).
-FRAMEWORK_CASES = [GRID[0], GRID[1], GRID[3], GRID[4], GRID[6], GRID[12], GRID[13], GRID[14], GRID[16], GRID[17]]
+# written recipe (it passed when the writer was added, 27 s). The 24 GB rows: TRL QLoRA under DDP
+# and LLaMA-Factory QLoRA (TrlParser / get_train_args take the 4-bit keys), TRL FSDP2 full SFT
+# (the held-out accelerate row; accelerate's ClusterConfig reads accelerate.yaml), and
+# LLaMA-Factory under FSDP2 (its accelerate launch through accelerate's own code).
+FRAMEWORK_CASES = [GRID[0], GRID[1], GRID[3], GRID[4], GRID[6], GRID[13], GRID[14], GRID[16], GRID[17]]
 
 
 @pytest.mark.framework

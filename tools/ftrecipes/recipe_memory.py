@@ -42,6 +42,10 @@ def estimate(recipe, overrides=None, memory=None):
             memory["accelerate_version"] = targeted
     if hw.get("host_ram_gib"):
         meta["host_ram_gb"] = hw["host_ram_gib"]
+    targeted = recipe.framework_versions(resolved)
+    if "trl" in targeted and not (memory or {}).get("trl_version"):
+        # the TRL release the rendered files target decides its loss path (memory/trl_head.py)
+        memory = {**(memory or {}), "trl_version": targeted["trl"]}
     if memory:
         meta["setup"] = memory
     schema_keys = set((recipe.values_schema or {}).get("properties") or {})

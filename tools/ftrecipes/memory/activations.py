@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import trl_head
 from .catalog import ModelShape, VisionTower
 
 LOSS_KERNELS = ("none", "liger", "chunked")
@@ -99,6 +100,7 @@ class Activations:
     layer_backward_transient: int  # one layer's gradient temporaries while it runs backward
     recompute_layer: int   # one layer re-run during backward (gradient checkpointing), else 0
     layer_saved: int       # one decoder layer's saved bytes without checkpointing
+    loss_saved: int = 0    # the part of saved_other the loss keeps (freed once its backward ran)
 
     @property
     def saved(self) -> int:
@@ -176,10 +178,11 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
                 lora_target: str | None = None, gradient_checkpointing: bool = False,
                 attn_implementation: str = "sdpa", sequences_per_sample: int = 1,
                 adapter_fp32: bool = True, loss_kernel: str = "none", image_slices: int = 0,
-                checkpoint_offload: bool = False) -> Activations:
+                checkpoint_offload: bool = False, head_weight_bytes: int = 0) -> Activations:
     """Activation memory for one micro batch; sequences_per_sample=2 for DPO's chosen+rejected.
     image_slices: image slices per sample run through shape.vision (their LLM tokens are part of
-    seq_len already). checkpoint_offload: the checkpointed layer inputs wait in host RAM."""
+    seq_len already). checkpoint_offload: the checkpointed layer inputs wait in host RAM.
+    head_weight_bytes: bytes per element of a trained LM head (0: frozen), for TRL's fused head."""
     b = micro_batch * sequences_per_sample
     T = b * seq_len
     h, L = shape.hidden_size, shape.num_hidden_layers
@@ -209,7 +212,7 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
         recompute = 0
     final_norm = (4 * h + 4 + p * h) + (p * h if not lora_rank else 0)
     rotary = 2 * p * shape.head_dim  # cos and sin tables, shared by all layers
-    loss_saved, forward_transient, loss_backward = loss_terms(shape, p, T, loss_kernel)
+    loss_saved, forward_transient, loss_backward = loss_terms(shape, p, T, loss_kernel, head_weight_bytes)
     saved_other = (final_norm + rotary) * T + loss_saved
     i = shape.intermediate_size
     # One layer's backward: the MLP gradients (d down-input, d product, d gate/up) are i-wide;
@@ -222,10 +225,12 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
         v_saved, v_layer = vision_activations(shape.vision, image_slices * b, p, gradient_checkpointing)
         saved_other += v_saved
         recompute = max(recompute, v_layer)
-    return Activations(saved_layers, saved_other, forward_transient, loss_backward, layer_bwd, recompute, layer_saved)
+    return Activations(saved_layers, saved_other, forward_transient, loss_backward, layer_bwd, recompute, layer_saved,
+                       loss_saved)
 
 
-def loss_terms(shape: ModelShape, p: int, T: int, loss_kernel: str = "none") -> tuple[float, float, float]:
+def loss_terms(shape: ModelShape, p: int, T: int, loss_kernel: str = "none",
+               head_weight_bytes: int = 0) -> tuple[float, float, float]:
     """(saved, forward transient, backward transient) bytes of the LM head + cross-entropy.
 
     none:    transformers' ForCausalLMLoss, see the module docstring: log-probs (4V) saved, p*V
@@ -238,6 +243,7 @@ def loss_terms(shape: ModelShape, p: int, T: int, loss_kernel: str = "none") -> 
              saves the p-byte logits and a 4-byte logsumexp per token, writes the logits gradient
              in place) upcasting 1/8 of the tokens at a time (torchtune's CEWithChunkedOutputLoss,
              num_output_chunks=8): no V-wide fp32 tensor over the whole sequence.
+    trl-*:   TRL's own chunked / fused LM heads, by release (trl_head.py).
     """
     V, h = shape.vocab_size, shape.hidden_size
     if loss_kernel in ("none", "", None):
@@ -248,6 +254,8 @@ def loss_terms(shape: ModelShape, p: int, T: int, loss_kernel: str = "none") -> 
         return (p * h + 4) * T, p * min(chunk, T) * V, 0.0
     if loss_kernel == "chunked":
         return (p * V + 4) * T, 4 * V * -(-T // 8), 0.0
+    if loss_kernel in trl_head.TRL_KERNELS:
+        return trl_head.loss_terms(loss_kernel, V, h, p, T, head_weight_bytes)
     raise ValueError(f"loss_kernel must be one of {', '.join(LOSS_KERNELS)}, got {loss_kernel!r}")
 
 

@@ -66,7 +66,7 @@ def _add_estimate(sp):
     p.add_argument("--config", action="append", default=[], metavar="FILE",
                    help="DeepSpeed JSON, LLaMA-Factory / TRL / accelerate YAML or OpenRLHF script (repeatable)")
     p.add_argument("--framework-version", action="append", default=[], metavar="NAME=VER",
-                   help="the accelerate or deepspeed release the run uses (default: the files' repository pins, "
+                   help="the accelerate, deepspeed or trl release the run uses (default: the files' repository pins, "
                         "the recipe's tested_with, else the newest release the trainer accepts)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--model", help="catalog name (e.g. Qwen2.5-7B) or path to a HF config.json")
@@ -85,7 +85,9 @@ def _add_estimate(sp):
     p.add_argument("--precision", choices=["bf16", "fp16", "fp32"])
     p.add_argument("--offload-optimizer", choices=["none", "cpu", "nvme"])
     p.add_argument("--offload-param", choices=["none", "cpu", "nvme"])
-    p.add_argument("--vllm-mode", choices=["none", "server", "colocate"], default="none")
+    # no default here: a GRPO file's use_vllm / vllm_mode (or its TRL release's default) stands
+    # unless the flag is given
+    p.add_argument("--vllm-mode", choices=["none", "server", "colocate"])
     p.add_argument("--vllm-gpus", type=count(0), default=0)
     p.add_argument("--vllm-gpu-memory-utilization", type=amount(0, 1))
     p.add_argument("--host-ram-gb", type=amount(0, 1e9), help="host RAM per node (GiB) for the host verdict")
@@ -117,7 +119,10 @@ def register(subparsers) -> None:
 
 
 def setup_from_args(a) -> Setup:
-    ds, from_files = configs.read(a.config or [])
+    from ..versions import parse_framework_versions
+
+    # the files' release decides defaults read from them (TRL's vllm_mode)
+    ds, from_files = configs.read(a.config or [], parse_framework_versions(a.framework_version))
     over = dict(model=a.model, params=int(a.params) if a.params else None, gpu=a.gpu, gpus=a.gpus,
                 gpus_per_node=a.gpus_per_node, seq_len=a.seq_len, micro_batch=a.micro_batch,
                 lora_rank=a.lora_rank, lora_target=a.lora_target, method=a.method,

@@ -19,7 +19,7 @@ from dataclasses import fields
 
 from ..errors import UserError
 from .inputs import DEEPSPEED_FIELDS, check_fields
-from . import catalog
+from . import catalog, trl_head
 
 # transformers' OptimizerNames (training_args.py) -> Setup.optimizer
 _HF_OPTIM = {
@@ -42,16 +42,17 @@ _LF_STAGE = {"sft": "sft", "pt": "sft", "rm": "sft", "dpo": "dpo", "kto": "dpo"}
 MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "loss_kernel", "modules_to_save",
                "framework", "fsdp_offload", "zero3_init", "image_slices", "adapter_fp32", "trainer", "load_dtype",
                "varying_lengths", "checkpoint_offload", "optimizer_in_backward", "adam_impl", "mixed_precision",
-               "accelerate_version")
+               "accelerate_version", "trl_version", "loss_type")
 
 
 class _File:
     """One config's data with positions, so an error names file, line and key."""
 
-    def __init__(self, cfg, data=None, lines=None):
+    def __init__(self, cfg, data=None, lines=None, versions=None):
         self.cfg = cfg
         self.data = data if data is not None else (cfg.data if isinstance(cfg.data, dict) else {})
         self.lines = lines or {}  # launch scripts: the line of each flag
+        self.versions = versions or {}  # {framework: release} the file runs with, where known
 
     def get(self, *names, default=None):
         for n in names:
@@ -195,7 +196,8 @@ def from_trl(f: _File) -> dict:
 
 
 def _trl_fields(f: _File, method: str, seq: int) -> dict:
-    out = {"trainer": "trl", "method": method, "framework": "deepspeed" if f.get("deepspeed") else "ddp",
+    version = f.versions.get("trl", "")
+    out = {"trainer": "trl", "method": method, "trl_version": version or None, "framework": "deepspeed" if f.get("deepspeed") else "ddp",
            "seq_len": seq, "micro_batch": f.int("per_device_train_batch_size", default=8),
            # transformers 5.23 renamed gradient_checkpointing to activation_checkpointing (old name an alias)
            "gradient_checkpointing": bool(f.get("activation_checkpointing", "gradient_checkpointing", default=True)),
@@ -211,6 +213,11 @@ def _trl_fields(f: _File, method: str, seq: int) -> dict:
         out["double_quant"] = bool(f.get("use_bnb_nested_quant", default=False))
     if f.get("use_liger_kernel") is True:
         out["loss_kernel"] = "liger"
+    if method == "sft" and f.get("loss_type") is not None:
+        # SFTConfig's, which picks the LM-head path (trl_head.loss_path); DPO's names its objective
+        if str(f.get("loss_type")) not in trl_head.LOSS_TYPES[1:]:
+            raise f.error("loss_type", f"loss_type {f.get('loss_type')!r}; known: {', '.join(trl_head.LOSS_TYPES[1:])}")
+        out["loss_type"] = str(f.get("loss_type"))
     # ModelConfig.dtype (default "float32") or SFTConfig.model_init_kwargs.dtype
     init = f.get("model_init_kwargs") if isinstance(f.get("model_init_kwargs"), dict) else {}
     dtype = str(f.get("dtype", "torch_dtype", default=init.get("dtype", init.get("torch_dtype", "float32"))))
@@ -220,7 +227,8 @@ def _trl_fields(f: _File, method: str, seq: int) -> dict:
     # TRL's configs default bf16 to true unless fp16 is set ("bf16: Defaults to True if fp16 is not set")
     out["mixed_precision"] = "fp16" if f.get("fp16") is True else ("no" if f.get("bf16") is False else "bf16")
     if method == "grpo":
-        out["vllm_mode"] = f.get("vllm_mode", default="server") if f.get("use_vllm") else "none"
+        # GRPOConfig.vllm_mode: "colocate" by default since TRL 1.0, "server" before
+        out["vllm_mode"] = f.get("vllm_mode", default=trl_head.vllm_mode_default(version)) if f.get("use_vllm") else "none"
         util = f.get("vllm_gpu_memory_utilization")
         out["vllm_gpu_memory_utilization"] = float(util) if util is not None else None
     return out
@@ -337,9 +345,13 @@ _MAPPERS = {"llamafactory": from_llamafactory, "trl": from_trl, "accelerate": fr
             "openrlhf": from_openrlhf}
 
 
-def read(paths) -> tuple[dict, dict]:
-    """(DeepSpeed config dict, Setup fields) from the given files and the files they name."""
+def read(paths, framework_versions=None) -> tuple[dict, dict]:
+    """(DeepSpeed config dict, Setup fields) from the given files and the files they name.
+    framework_versions: `--framework-version` ({name: release}); TRL files are otherwise read at
+    the release their repository pins (as lint judges them), else trl_head.TRL_DEFAULT."""
     from .. import lint
+
+    trl = (framework_versions or {}).get("trl") or _pinned(paths, "trl")
 
     ds: dict = {}
     out: dict = {}
@@ -359,7 +371,7 @@ def read(paths) -> tuple[dict, dict]:
             check_fields(cfg.doc, DEEPSPEED_FIELDS)  # what the estimate reads, typed as DeepSpeed reads it
             ds = {**ds, **cfg.data}
         elif cfg.kind in _MAPPERS:
-            found = _MAPPERS[cfg.kind](_File(cfg))
+            found = _MAPPERS[cfg.kind](_File(cfg, versions={"trl": trl} if trl else None))
             mixed.append((cfg.kind, found.pop("mixed_precision", None)))
             if cfg.kind in ("llamafactory", "trl") and found.get("framework") == "ddp" and "accelerate" in kinds:
                 # a trainer file's "ddp" is its default, not a statement: the accelerate config
@@ -380,7 +392,7 @@ def read(paths) -> tuple[dict, dict]:
         # `optim` is then not used
         out.pop("adam_impl", None)
     _mixed_precision(out, mixed)
-    version = _pinned_accelerate(paths)
+    version = _pinned(paths, "accelerate")
     if version:
         out.setdefault("accelerate_version", version)
     bound = out.pop("vllm_max_model_len", None)
@@ -405,13 +417,13 @@ def _mixed_precision(out, mixed):
         out["precision"] = out.get("load_dtype") or "fp32"
 
 
-def _pinned_accelerate(paths):
-    """The accelerate release the files' repository pins (requirements, pyproject, ...), found as
-    lint finds pins (ftrecipes.pins): the first given file with one wins."""
+def _pinned(paths, framework):
+    """The release of a framework the files' repository pins (requirements, pyproject, ...), found
+    as lint finds pins (ftrecipes.pins): the first given file with one wins."""
     from .. import pins
 
     for path in paths:
-        hit = pins.pinned(path).get("accelerate")
+        hit = pins.pinned(path).get(framework)
         if hit:
             return hit[0]
     return None
@@ -454,7 +466,7 @@ def split_sets(recipe_keys, items) -> tuple[list, list]:
 
 
 # `--framework-version NAME=VER` names whose release changes what the estimate models
-_VERSION_FIELDS = {"accelerate": "accelerate_version", "deepspeed": "deepspeed_version"}
+_VERSION_FIELDS = {"accelerate": "accelerate_version", "deepspeed": "deepspeed_version", "trl": "trl_version"}
 
 
 def version_fields(items) -> dict:

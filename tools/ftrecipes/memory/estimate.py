@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from . import catalog
 from .activations import ALL_LINEAR, activations, lora_params_per_layer, lora_targets, modules_to_save_split
+from . import trl_head
 from .deepspeed_transients import Transients, resolve, transients
 from .host import GiB, host_bytes
 from .model_states import (adapters_in_fp32, check_expressed, expressed_states, expressed_transients,
@@ -104,6 +105,9 @@ class Setup:
                                        # RAM (Unsloth's "unsloth" mode, LLaMA-Factory use_unsloth_gc)
     optimizer_in_backward: bool = False  # each parameter stepped and its gradient freed as soon as it
                                          # is accumulated (torchtune optimizer_in_bwd)
+    trl_version: str = ""              # trainer trl: the release ("": trl_head.TRL_DEFAULT), which decides
+                                       # the LM-head / loss path (trl_head.loss_path)
+    loss_type: str = ""                # TRL SFTConfig.loss_type as the config states it ("": unset)
 
     def shape(self):
         return catalog.model(self.model) if self.model else None
@@ -212,6 +216,7 @@ class _Plan:
     base: dict = field(default_factory=dict)
     resident: dict = field(default_factory=dict)  # states allocated before the first forward
     xt: dict = field(default_factory=dict)  # temporaries of the non-DeepSpeed settings, by phase
+    loss_kernel: str = "none"  # the LM-head / loss path the trainer really runs (trl_head.loss_path)
 
     def phase(self, name, **cats) -> Phase:
         d = {c: 0.0 for c in CATEGORIES}
@@ -305,13 +310,16 @@ def _reference_model(c: _Plan) -> None:
 def _buffers(c: _Plan) -> None:
     """Activations per token and DeepSpeed's transient buffers, which the phases then combine."""
     s, shape = c.s, c.shape
+    c.loss_kernel, note = trl_head.loss_path(s.trainer, s.method, s.trl_version, s.loss_kernel, s.loss_type)
+    if note:
+        c.notes.append(note)
     if shape is not None:
         c.act = activations(shape, s.seq_len, s.micro_batch, c.p, lora_rank=s.lora_rank,
                             lora_target=s.lora_target, gradient_checkpointing=s.gradient_checkpointing,
                             attn_implementation=s.attn_implementation,
                             sequences_per_sample=2 if s.method == "dpo" else 1, adapter_fp32=c.adapter_fp32,
-                            loss_kernel=s.loss_kernel, image_slices=s.image_slices,
-                            checkpoint_offload=s.checkpoint_offload)
+                            loss_kernel=c.loss_kernel, image_slices=s.image_slices,
+                            checkpoint_offload=s.checkpoint_offload, head_weight_bytes=_head_weight_bytes(c))
     else:
         c.notes.append("no architecture given (--params only): activations not modelled")
     largest_gather = 0  # elements ZeRO-3 must gather at once
@@ -333,6 +341,17 @@ def _buffers(c: _Plan) -> None:
     else:
         c.tr = Transients()
     c.xt = expressed_transients(s, shape, c.total, c.trainable, c.n, c.p, c.pt, c.ms, c.largest_tensor)
+
+
+def _head_weight_bytes(c: _Plan) -> int:
+    """Bytes per element of the LM head's weight when it trains, else 0 (LoRA leaves it frozen
+    unless modules_to_save names it, or names the embedding it is tied to)."""
+    s, shape = c.s, c.shape
+    if not s.lora_rank:
+        return c.pt
+    heads = {"lm_head", "output", "score"} | ({"embed_tokens", "wte", "word_embeddings"}
+                                              if shape is not None and shape.tie_word_embeddings else set())
+    return c.p if heads & {m.strip() for m in s.modules_to_save or ()} else 0
 
 
 def _runtime_reserve(c: _Plan) -> dict:
@@ -366,6 +385,10 @@ def _forward_extra(c: _Plan) -> float:
         # top of the policy's saved activations (which already include the policy's log-probs).
         tokens = s.seq_len * 2 * s.micro_batch
         extra = act.forward_transient + 4 * c.shape.vocab_size * tokens
+        if c.loss_kernel in trl_head.TRL_KERNELS:
+            # TRL's reference forward runs the same chunked head under no_grad, after the policy's
+            # tiles are freed: its own tiles are all it adds
+            extra = act.forward_transient
         if s.trainer == "llamafactory":
             # CustomDPOTrainer.concatenated_forward returns the policy's fp32 logits for its
             # metrics, so they are still alive while the reference model runs
@@ -403,7 +426,7 @@ def _backward(c: _Plan) -> Phase:
     layer_work = act.layer_backward_transient + act.recompute_layer
     cands = [  # (activations, temporaries, grads)
         (act.saved, act.backward_loss_transient, 0.0),
-        (act.saved - 4 * shape.vocab_size * T, layer_work, head_grad),
+        (act.saved - act.loss_saved, layer_work, head_grad),
         (act.saved_layers / L, layer_work, max(0.0, grads_full - layer_grad - last_grad)),
         (0.0, p * shape.hidden_size * T + last_grad, grads_full - last_grad),
     ]

@@ -186,11 +186,14 @@ def test_grpo_server_takes_gpus_of_its_own():
 
 def test_liger_only_where_the_trainer_applies_it():
     """Liger's fused loss is offered for supervised methods of models whose type Liger patches:
-    not for Qwen v1 (remote code), not for a VLM, not for DPO or GRPO."""
-    def kernels(model, method, fw="trl"):
-        base = _base(model, "A100-80GB", 2, 1)
+    not for Qwen v1 (remote code), not for a VLM, not for DPO or GRPO, and not for TRL from 1.15
+    on, whose trainers turn it off for their own fused LM head."""
+    def kernels(model, method, fw="trl", trl_version=""):
+        base = replace(_base(model, "A100-80GB", 2, 1), trl_version=trl_version)
         return {s.loss_kernel for s in plan.candidates(base, method, fw, 16)}
-    assert kernels("Qwen2.5-7B", "sft") == {"none", "liger"}
+    assert kernels("Qwen2.5-7B", "sft", "llamafactory") == {"none", "liger"}
+    assert kernels("Qwen2.5-7B", "sft") == {"none"}
+    assert kernels("Qwen2.5-7B", "sft", trl_version="1.0.0") == {"none", "liger"}
     assert kernels("Qwen-7B-Chat", "lora", "accelerate") == {"none"}
     assert kernels("MiniCPM-V-2_6", "sft", "accelerate") == {"none"}
     assert kernels("Llama-3-8B", "dpo", "llamafactory") == {"none"}

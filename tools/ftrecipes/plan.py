@@ -17,6 +17,7 @@ from .errors import UserError
 from .memory import catalog
 from .memory.estimate import Result, Setup, estimate
 from .memory.steptime import StepTime, step_time
+from .memory.trl_head import loss_path
 
 METHODS = ("sft", "lora", "qlora", "dpo", "grpo")
 # Distributed back ends each trainer can drive. TRL/accelerate: DeepSpeed, FSDP2, DDP; LLaMA-Factory
@@ -39,8 +40,8 @@ LIGER = ("trl", "llamafactory", "accelerate")
 # "minicpmv", not in the table); the catalog keeps only the text model's, so VLMs get no Liger here.
 LIGER_MODEL_TYPES = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma3_text"})
 # ...and only for supervised losses: LLaMA-Factory 0.9.5 turns the fused cross-entropy off for every
-# stage but pt/sft (model/loader.py, require_logits; model_utils/liger_kernel.py), and TRL 1.16's
-# DPO and GRPO trainers refuse Liger's fused cross-entropy for their own fused LM head.
+# stage but pt/sft (model/loader.py, require_logits; model_utils/liger_kernel.py); TRL from 1.15 on
+# refuses Liger's fused cross-entropy in SFT, DPO and GRPO for its own fused LM head (candidates).
 LIGER_METHODS = ("sft", "lora", "qlora")
 FLASH_GENERATIONS = ("ampere", "ada", "hopper", "blackwell")  # flash-attn 2 needs sm80+
 MAX_MICRO = 64
@@ -154,8 +155,10 @@ def candidates(base: Setup, method: str, framework: str, global_batch: int, lora
     shape = base.shape()
     liger = (framework in LIGER and method in LIGER_METHODS and shape.vision is None
              and shape.model_type in LIGER_MODEL_TYPES)
-    kernels = ["none", "liger"] if liger else ["none"]
     mf = _method_fields(method, lora_rank, adapter)
+    # TRL from 1.15 on turns Liger's fused cross-entropy off for its own fused LM head (trl_head)
+    liger = liger and loss_path(framework, mf["method"], base.trl_version, "liger")[0] == "liger"
+    kernels = ["none", "liger"] if liger else ["none"]
     full = not mf.get("lora_rank")
     optimizers = ["adamw", "adamw_8bit"] if full and framework != "openrlhf" else ["adamw"]
     for gen in _generation_modes(method, base, global_batch):

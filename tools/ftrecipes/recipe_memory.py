@@ -11,6 +11,7 @@ from . import derive, render, values
 from .errors import UserError
 
 GIB = 1024**3
+_TRAINERS = {"hf-trainer": "hf"}  # recipe framework name -> Setup.trainer
 
 
 def estimate(recipe, overrides=None, memory=None):
@@ -26,7 +27,9 @@ def estimate(recipe, overrides=None, memory=None):
         "model": recipe.meta["model"]["name"],
         "gpu": hw["gpu"],
         "method": recipe.meta["method"],
-        "framework": recipe.meta["framework"]["stack"],
+        # the trainer whose quirks apply: a recipe for the plain HF Trainer runs in the trl test stack
+        # but builds transformers' own loss, not TRL's
+        "framework": _TRAINERS.get(recipe.meta["framework"]["name"], recipe.meta["framework"]["name"]),
         "world_size": ctx["world_size"],
         "gpus_per_node": resolved.get("gpus_per_node", hw["gpus_per_node"]),
     }
@@ -43,7 +46,7 @@ def estimate(recipe, overrides=None, memory=None):
     if hw.get("host_ram_gib"):
         meta["host_ram_gb"] = hw["host_ram_gib"]
     targeted = recipe.framework_versions(resolved)
-    if "trl" in targeted and not (memory or {}).get("trl_version"):
+    if meta["framework"] == "trl" and "trl" in targeted and not (memory or {}).get("trl_version"):
         # the TRL release the rendered files target decides its loss path (memory/trl_head.py)
         memory = {**(memory or {}), "trl_version": targeted["trl"]}
     if memory:

@@ -227,3 +227,29 @@ def test_recipe_estimate_uses_the_trl_release_its_files_target():
         res = recipe_memory.estimate(r)
         assert res.setup.trl_version == r.meta["tested_with"]["trl"]
         assert any("fused LM head" in n for n in res.notes)
+
+
+@pytest.mark.framework
+def test_installed_trl_builds_tiles_not_logits():
+    """TRL 1.16 in the trl stack venv, one forward + backward of a tiny Llama (V 40,000 > one
+    tile's 32,768 columns): the fused head's largest tensor is one [labelled tokens x 32,768] tile
+    and it zero-fills an fp32 [V x h] weight-gradient accumulator; the model's own loss builds the
+    [T x V] logits. What trl_head.FUSED_TILE and the head term of loss_terms say."""
+    import json
+    import subprocess
+
+    from ftrecipes import devenv
+
+    if not devenv.is_complete("trl"):
+        pytest.skip("trl stack venv not built: python -m ftrecipes.devenv ensure trl")
+    V, H, T = 40000, 64, 1000
+    proc = subprocess.run([str(devenv.env_python("trl")), str(ROOT / "tests" / "frameworks" / "trl_fused_head.py"),
+                           str(V), str(H), str(T)], env=devenv.run_env("trl"), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout)
+    tokens, cols, _ = trl_head.FUSED_TILE
+    assert got["fused"]["largest"] == [min(T - 1, tokens) * cols, [min(T - 1, tokens), cols]]
+    assert got["fused"]["fp32_head_zeros"] is True
+    assert got["full"]["largest"] == [T * V, [1, T, V]] or got["full"]["largest"] == [T * V, [T, V]]
+    assert got["full"]["fp32_head_zeros"] is False

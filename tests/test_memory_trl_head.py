@@ -253,3 +253,18 @@ def test_installed_trl_builds_tiles_not_logits():
     assert got["fused"]["fp32_head_zeros"] is True
     assert got["full"]["largest"] == [T * V, [1, T, V]] or got["full"]["largest"] == [T * V, [T, V]]
     assert got["full"]["fp32_head_zeros"] is False
+
+
+def test_estimate_config_keeps_the_grpo_files_vllm_mode(tmp_path, run_cli):
+    """`estimate --config` without --vllm-mode takes the file's mode, or its TRL release's
+    default; the flag still overrides."""
+    import json
+
+    p = trl_grpo(tmp_path, "bf16: true\nuse_peft: true\nlora_r: 16\n")
+    base = ["estimate", "--config", str(p), "--gpu", "H100-80GB", "--json"]
+    modes = {}
+    for extra in ([], ["--framework-version", "trl=0.29.1"], ["--vllm-mode", "none"]):
+        code, out, _ = run_cli(*base, *extra)
+        assert code in (0, 3)
+        modes[" ".join(extra)] = json.loads(out)["setup"]["vllm_mode"]
+    assert modes == {"": "colocate", "--framework-version trl=0.29.1": "server", "--vllm-mode none": "none"}

@@ -48,7 +48,9 @@ GRID = [
 ]
 # The back end each of the 24 GB rows' winners uses (the memory and step-time models' answer
 # today; a change there that moves a winner shows up here, not as a silent loss of coverage).
-BACKENDS_24G = {GRID[12]: "deepspeed", GRID[13]: "ddp", GRID[14]: "torch", GRID[15]: "torch", GRID[16]: "fsdp2",
+# GRID[12] moved from ZeRO-1 + optimizer offload to FSDP2 when the memory model learnt that TRL 1.16
+# never builds the 152k-wide logits (memory/trl_head.py): FSDP2 without offload then fits, and is faster.
+BACKENDS_24G = {GRID[12]: "fsdp2", GRID[13]: "ddp", GRID[14]: "torch", GRID[15]: "torch", GRID[16]: "fsdp2",
                 GRID[17]: "fsdp2"}
 
 

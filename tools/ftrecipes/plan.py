@@ -31,6 +31,9 @@ BACKENDS = {
 # utils/deepspeed/deepspeed.py get_ds_train_config; the CLI has --ds.adam_offload only), so its
 # launch cannot render ZeRO-3 parameter offload.
 NO_PARAM_OFFLOAD = frozenset({"openrlhf"})
+# The trainer that runs each --framework: `plan -o` writes "accelerate" (the HF Trainer under
+# accelerate) as TRL's scripts (plan_out.WRITERS), whose trainers build TRL's LM head
+TRAINERS = {"accelerate": "trl"}
 # Liger's fused linear + cross-entropy: TRL (use_liger_kernel) and LLaMA-Factory (enable_liger_kernel)
 LIGER = ("trl", "llamafactory", "accelerate")
 # Model types Liger patches (linkedin/Liger-Kernel, src/liger_kernel/transformers/monkey_patch.py,
@@ -156,8 +159,9 @@ def candidates(base: Setup, method: str, framework: str, global_batch: int, lora
     liger = (framework in LIGER and method in LIGER_METHODS and shape.vision is None
              and shape.model_type in LIGER_MODEL_TYPES)
     mf = _method_fields(method, lora_rank, adapter)
+    trainer = TRAINERS.get(framework, framework)
     # TRL from 1.15 on turns Liger's fused cross-entropy off for its own fused LM head (trl_head)
-    liger = liger and loss_path(framework, mf["method"], base.trl_version, "liger")[0] == "liger"
+    liger = liger and loss_path(trainer, mf["method"], base.trl_version, "liger")[0] == "liger"
     kernels = ["none", "liger"] if liger else ["none"]
     full = not mf.get("lora_rank")
     optimizers = ["adamw", "adamw_8bit"] if full and framework != "openrlhf" else ["adamw"]
@@ -181,7 +185,7 @@ def candidates(base: Setup, method: str, framework: str, global_batch: int, lora
                             for micro in _micro_batches(per_gpu):
                                 yield replace(base, **mf, **be, **gen, optimizer=opt, gradient_checkpointing=ckpt,
                                               attn_implementation=attn, loss_kernel=kernel, micro_batch=micro,
-                                              grad_accum=per_gpu // micro, trainer=framework)
+                                              grad_accum=per_gpu // micro, trainer=trainer)
 
 
 def _speed_key(s: Setup) -> tuple:

@@ -136,6 +136,62 @@ def test_parse_json_agrees_with_json_loads(value, indent, ascii_only):
         assert scanstring(text, offset + 1, True)[0] == path[-1]
 
 
+def _reference_json(text):
+    """What the position-keeping parser (the reference) says about text: a Document or a message."""
+    try:
+        return sources._JsonParser(text, "x").parse()
+    except UserError as err:
+        return str(err)
+
+
+# Whitespace JSON allows between tokens, and texts a C parser and a Python one might read apart.
+json_spacing = st.sampled_from(["", " ", "\n", "\r\n", "\t", " \n  "])
+
+
+@FAST
+@given(json_values, json_spacing, json_spacing)
+def test_fast_json_path_agrees_with_the_reference_parser(value, before, after):
+    # parse_json reads clean texts with the json module's C scanner and finds positions only when
+    # asked (sources._fast_json): data, every value's and key's position and the duplicates must be
+    # what the position-keeping parser records, path by path.
+    text = before + json.dumps(value, indent=1 if before else None, separators=("," + after, ":" + before)) + after
+    doc, ref = sources.parse_json(text, "x"), _reference_json(text)
+    assert isinstance(doc.positions, sources._Positions)  # the fast path did the work
+    assert same(doc.data, ref.data) and doc.duplicates == ref.duplicates == []
+    assert dict(doc.positions) == ref.positions and dict(doc.key_positions) == ref.key_positions
+    for path in list(ref.positions)[::3]:  # asked one by one in a fresh document, as findings do
+        assert sources.parse_json(text, "x").where(path) == ref.where(path)
+
+
+@FAST
+@given(st.one_of(config_like_text, json_values.map(json.dumps).map(lambda t: t[: len(t) // 2] + t[len(t) // 2 + 1 :])))
+def test_parse_json_answers_like_the_reference_parser_on_any_text(text):
+    # Broken texts, NaN, duplicates, Unicode digits: the fast path must not accept what the
+    # reference refuses, nor word a refusal differently.
+    ref = _reference_json(text)
+    try:
+        doc = sources.parse_json(text, "x")
+    except UserError as err:
+        assert str(err) == ref
+        return
+    assert not isinstance(ref, str), (text, ref)
+    assert same(doc.data, ref.data) and doc.duplicates == ref.duplicates
+    assert dict(doc.positions) == ref.positions and dict(doc.key_positions) == ref.key_positions
+
+
+@pytest.mark.parametrize("text", ['{"a": 1, "a": 2}', '{"a": NaN}', "[1e400]", "[-Infinity]", "[" + "9" * 5000 + "]",
+                                  "[1\u0661]", "[" * 202 + "]" * 202, '{"a": "\x01"}', "[1,]"])
+def test_fast_json_path_leaves_refusals_and_duplicates_to_the_reference(text):
+    assert sources._fast_json(text, "x") is None
+    ref = _reference_json(text)
+    try:
+        doc = sources.parse_json(text, "x")
+    except UserError as err:
+        assert str(err) == ref
+    else:
+        assert doc.duplicates == ref.duplicates and doc.data == ref.data
+
+
 @FAST
 @given(json_values)
 def test_parse_yaml_reads_what_safe_dump_writes(value):

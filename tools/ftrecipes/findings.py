@@ -1,6 +1,7 @@
 """A finding: one problem at one place in one file."""
 
 from dataclasses import asdict, dataclass
+from operator import attrgetter
 
 ERROR = "error"
 WARNING = "warning"
@@ -19,4 +20,14 @@ class Finding:
         return asdict(self)
 
     def sort_key(self):
-        return (self.path, self.line, self.column, self.rule, self.message)
+        return SORT_KEY(self)
+
+
+# The order findings are reported in, and what makes two of them the same finding. Done in C:
+# a generated file can hold hundreds of thousands of findings, each keyed several times.
+SORT_KEY = attrgetter("path", "line", "column", "rule", "message")
+
+
+def ordered(findings):
+    """Findings without repeats, in report order."""
+    return sorted({SORT_KEY(f): f for f in findings}.values(), key=SORT_KEY)

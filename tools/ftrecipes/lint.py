@@ -9,6 +9,7 @@ from . import checks, detect, formats, pins, readers, rules, shellcmd, sources
 from . import extras as extras_mod
 from .rules.facts import launcher_of
 from .errors import UserError
+from . import findings as findings_mod
 from .findings import ERROR, Finding
 
 MAX_BYTES = sources.MAX_BYTES
@@ -35,6 +36,9 @@ class Config:
     # --config_file x.yaml --num_processes 8`): {key: (launch Config, command index)}.
     overridden: dict = field(default_factory=dict)
     extras: dict = field(default_factory=dict)  # {key: class}: keys the script that reads this file adds
+    # {framework: version} it is judged at (--framework-version, else the repo's pins): found once,
+    # asked by the schema check and two rules.
+    framework_versions: dict | None = None
 
     @property
     def data(self):
@@ -138,7 +142,9 @@ def load(path, explicit, kind=None):
 
 def repo_root(path):
     """The nearest folder above path that is a repository's top (holds .git), or None."""
-    top = pins.repo_root(Path(path).resolve().parent)
+    # A file that is no link lies in its folder: the folder's answer is cached for all its files.
+    folder = Path(path).resolve().parent if os.path.islink(path) else os.path.dirname(os.path.abspath(path))
+    top = pins.repo_root(folder)
     return str(top) if top is not None else None
 
 
@@ -357,13 +363,13 @@ def run(targets, kind=None, options=None, ignore=(), skip_unknown=False, root=No
     for cfg in configs:
         result.checked.append((cfg.path, cfg.kind))
         # Judged at the release the repo pins (--framework-version overrides), like the rules.
-        fv = pins.versions_for(cfg.path, options.framework_versions, cfg.root)
-        result.findings.extend(check_config(cfg, fv, options.config_extras))
+        cfg.framework_versions = pins.versions_for(cfg.path, options.framework_versions, cfg.root)
+        result.findings.extend(check_config(cfg, cfg.framework_versions, options.config_extras))
     apply_overrides(configs)
     for group in _groups(configs):
         result.findings.extend(rules.run(rules.Setup(group, options)))
     if not result.checked and not result.unusable and not skip_unknown:
         where = ", ".join(str(t) for t in targets)
         result.unusable.append(UserError(f"no configs found in {where}"))
-    result.findings = sorted({f.sort_key(): f for f in result.findings}.values(), key=Finding.sort_key)
+    result.findings = findings_mod.ordered(result.findings)
     return result

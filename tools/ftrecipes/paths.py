@@ -1,10 +1,12 @@
 """Where recipes and schemas live: the repo checkout, or the copy inside the wheel."""
 
+import functools
 from pathlib import Path
 
 _PKG = Path(__file__).resolve().parent
 
 
+@functools.lru_cache(maxsize=None)  # the package does not move while it runs; asked per file linted
 def _root(name):
     # A checkout has tools/ftrecipes next to recipes/ and schemas/: prefer it so
     # edits show up without reinstalling. An installed wheel carries _data/.

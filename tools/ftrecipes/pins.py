@@ -170,7 +170,19 @@ def _folder_pins(folder):
 
 def pinned(config_path, root=None):
     """{framework: (version, where)} pinned for a config file, nearest dependency file first."""
-    start = Path(config_path).resolve().parent
+    # A file that is no link lies in its folder: the walk is worked out once per folder.
+    folder = Path(config_path).resolve().parent if os.path.islink(config_path) else os.path.dirname(os.path.abspath(config_path))
+    out = {}
+    for folder in _folders(os.fspath(folder), None if root is None else os.fspath(root)):
+        for fw, hit in _folder_pins(folder).items():
+            out.setdefault(fw, hit)
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _folders(folder, root):
+    """The folders whose dependency files pin versions for the files in folder, nearest first."""
+    start = Path(folder).resolve()
     stop = repo_root(start, root)
     folders = [start]
     if stop is not None and (stop == start or stop in start.parents):
@@ -178,11 +190,7 @@ def pinned(config_path, root=None):
         while p != stop and len(folders) < MAX_DEPTH:
             p = p.parent
             folders.append(p)
-    out = {}
-    for folder in folders:
-        for fw, hit in _folder_pins(os.fspath(folder)).items():
-            out.setdefault(fw, hit)
-    return out
+    return tuple(os.fspath(f) for f in folders)
 
 
 def versions_for(config_path, explicit=None, root=None):

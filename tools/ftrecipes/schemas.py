@@ -1,9 +1,10 @@
 """Load our JSON Schemas (Draft 2020-12) and validate data against them with positions."""
 
 import difflib
-import re
 import functools
 import json
+import os
+import re
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -12,7 +13,7 @@ from referencing.exceptions import Unresolvable
 
 from . import paths
 from .errors import UserError
-from .findings import ERROR, WARNING, Finding
+from .findings import ERROR, WARNING, Finding, ordered
 
 SCHEMA_BASE = "https://ftrecipes.dev/schemas/"
 
@@ -150,15 +151,25 @@ def registry():
 
 def load_schema(name):
     """A schema from schemas/ by file name (e.g. 'deepspeed.schema.json')."""
-    path = paths.schemas_dir() / name
+    path = os.path.join(paths.schemas_dir(), name)
     try:
-        return _load(str(path))
+        return _load(path)
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot load schema: {exc}", path=path) from None
 
 
+_VALIDATORS = {}  # id(schema) -> (schema, validator): one per schema, not one per file checked
+
+
 def validator(schema):
-    return Draft202012Validator(schema, registry=registry())
+    seen = _VALIDATORS.get(id(schema))
+    if seen is not None and seen[0] is schema:  # the same schema object, not a new one at that id
+        return seen[1]
+    if len(_VALIDATORS) > 256:  # recipe schemas are loaded anew for each render
+        _VALIDATORS.clear()
+    made = Draft202012Validator(schema, registry=registry())
+    _VALIDATORS[id(schema)] = (schema, made)
+    return made
 
 
 _MAX_SUGGESTIONS = 50
@@ -257,8 +268,19 @@ def check(doc, schema, unknown_note=None, value_verdict=None):
     except RecursionError:
         # Only a recipe's own values schema can do this ({"$ref": "#"} and other loops).
         raise UserError("the values schema refers to itself without end ($ref loop); cannot check", path=doc.path) from None
-    unique = {f.sort_key(): f for f in findings}
-    return sorted(unique.values(), key=Finding.sort_key)
+    return ordered(findings)
+
+
+def _any_of(patterns):
+    """A test of a key against patternProperties, None when there are none: one regex search
+    per key where the patterns can be joined into one."""
+    if not patterns:
+        return None
+    try:
+        return re.compile("|".join(f"(?:{p})" for p in patterns)).search
+    except re.error:  # a pattern that cannot be grouped (a global flag inside): ask each in turn
+        compiled = [re.compile(p) for p in patterns]
+        return lambda key: any(p.search(key) for p in compiled)
 
 
 _VALUE_RULES = ("wrong-type", "bad-value", "out-of-range")
@@ -319,13 +341,13 @@ def _findings(v, err, doc, ignored_by):
     if err.validator in ("additionalProperties", "unevaluatedProperties") and isinstance(err.instance, dict):
         schema = err.schema
         allowed = _allowed_keys(v, schema)
-        patterns = [re.compile(p) for p in schema.get("patternProperties", {})]
+        matches_pattern = _any_of(schema.get("patternProperties", {}))
         # The same for every key of this mapping: worked out once (a file may hold 300,000 keys).
         where = ("" if not path else f" in {name}") + ignored_by(path)
         allowed_set = set(allowed)
         out = []
         for key in err.instance:
-            if key in allowed_set or any(p.search(key) for p in patterns):
+            if key in allowed_set or matches_pattern and matches_pattern(key):
                 continue
             # A 'did you mean' costs milliseconds (difflib against every allowed key): past the
             # first few unknown keys of one object it is a generated file, not a typo.

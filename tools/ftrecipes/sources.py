@@ -9,10 +9,12 @@ silently), so neither ``json.loads`` nor ``yaml.safe_load`` is enough.
 import bisect
 import errno
 import json
+import json.scanner
 import math
 import os
 import re
 import stat
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from json.decoder import scanstring
 
@@ -51,10 +53,9 @@ class Document:
         """Best position for a path: its key, else its value, else its nearest parent's."""
         path = tuple(path)
         while True:
-            if path in self.key_positions:
-                return self.key_positions[path]
-            if path in self.positions:
-                return self.positions[path]
+            found = self.key_positions.get(path) or self.positions.get(path)
+            if found:
+                return found
             if not path:
                 return (1, 1)
             path = path[:-1]
@@ -164,7 +165,8 @@ def load(path, syntax, max_bytes=MAX_BYTES):
 
 # ---------------------------------------------------------------- JSON
 
-_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?")
+# ASCII digits only: JSON has no others, and int() would read '1\u0661' as 11.
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 _WS = re.compile(r"[ \t\n\r]*")
 _WS_CHARS = (" ", "\t", "\n", "\r")  # not a str: '' in a str is True, and '' is the end of the text
 _LITERALS = {"t": ("true", True), "f": ("false", False), "n": ("null", None)}
@@ -305,7 +307,163 @@ class _JsonParser:
 
 
 def parse_json(text, path="<string>"):
-    return _JsonParser(text, path).parse()
+    doc = _fast_json(text, path)
+    return doc if doc is not None else _JsonParser(text, path).parse()
+
+
+# ------------------------------------------------ JSON, the fast way
+# The parser above records a position for every value in Python: ~3 µs a value, seconds for a
+# 10 MB file. A config with no problem in its syntax is parsed by the json module's C scanner
+# instead, and the positions of the few paths a finding names are found on demand
+# (_JsonIndex). Anything the C path does not accept exactly as the parser above would
+# (duplicates, NaN, 1e400, huge integers, nesting or size over the limits, any syntax error)
+# sends the text through the parser above, whose result and messages stay the reference.
+
+
+class _Fallback(Exception):
+    """The text needs the position-keeping parser (a duplicate key, a value it refuses, ...)."""
+
+
+def _pairs(pairs):
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        raise _Fallback
+    return data
+
+
+def _finite_float(text):
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Fallback
+    return value
+
+
+def _no_constant(name):
+    raise _Fallback  # NaN, Infinity, -Infinity: Python reads them, JSON has no such numbers
+
+
+_STRICT = json.JSONDecoder(object_pairs_hook=_pairs, parse_float=_finite_float, parse_constant=_no_constant)
+# Skips one value whose syntax is known to be good (the text parsed above): positions only.
+_SKIP = json.scanner.make_scanner(json.JSONDecoder())
+
+
+def _fast_json(text, path):
+    """A Document for text the C scanner accepts within the limits, else None."""
+    try:
+        data = _STRICT.decode(text)
+    except (_Fallback, ValueError, RecursionError):  # ValueError: JSONDecodeError, over 4,300 digits
+        return None
+    if not _within_limits(data):
+        return None
+    index = _JsonIndex(text)
+    return Document(path=path, data=data, positions=_Positions(index, index.values),
+                    key_positions=_Positions(index, index.keys), text=text)
+
+
+def _within_limits(data):
+    """Nesting and value count as the parser above counts them (it refuses past either)."""
+    count, stack = 1, [(data, 0)] if isinstance(data, (dict, list)) else []
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        if children and depth >= MAX_DEPTH:
+            return False
+        count += len(children)
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return count <= MAX_NODES
+
+
+# Between a key and its value, and after a value (the text is known to be well-formed).
+_COLON = re.compile(r"[ \t\n\r]*:[ \t\n\r]*")
+_COMMA = re.compile(r"[ \t\n\r]*(?:,[ \t\n\r]*)?")
+
+
+class _JsonIndex:
+    """Where the values and keys of a well-formed JSON text stand, found one container at a
+    time: asking for a path indexes the containers on its way and nothing else."""
+
+    def __init__(self, text):
+        self.text = text
+        self.values = {(): self.ws(0)}  # path -> character offset of its value
+        self.keys = {}  # path -> character offset of its key
+        self.indexed = set()
+        self.line_starts = None
+
+    def ws(self, idx):
+        return _WS.match(self.text, idx).end()
+
+    def locate(self, path):
+        """Index the containers along path; False when path cannot exist in the document."""
+        for i in range(len(path)):
+            parent = path[:i]
+            if parent not in self.indexed:
+                if parent not in self.values:
+                    return False
+                self.index(parent)
+        return True
+
+    def index(self, path):
+        self.indexed.add(path)
+        text, idx = self.text, self.values[path]
+        close = {"{": "}", "[": "]"}.get(text[idx])
+        if close is None:
+            return  # a scalar has no children
+        idx = self.ws(idx + 1)
+        n = 0
+        values, keys = self.values, self.keys
+        while text[idx] != close:
+            if close == "}":
+                key, end = scanstring(text, idx + 1, True)
+                child = path + (key,)
+                keys[child] = idx
+                idx = _COLON.match(text, end).end()
+            else:
+                child, n = path + (n,), n + 1
+            values[child] = idx
+            idx = _COMMA.match(text, _SKIP(text, idx)[1]).end()
+
+    def everything(self):
+        stack = [()]
+        while stack:
+            path = stack.pop()
+            if path not in self.indexed:
+                before = set(self.values)
+                self.index(path)
+                stack.extend(p for p in self.values if p not in before)
+
+    def pos(self, idx):
+        if self.line_starts is None:
+            self.line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+        line = bisect.bisect_right(self.line_starts, idx) - 1
+        return line + 1, idx - self.line_starts[line] + 1
+
+
+class _Positions(MutableMapping):
+    """path -> (line, column), read from a _JsonIndex when asked; entries set here win."""
+
+    def __init__(self, index, table):
+        self.index, self.table, self.own = index, table, {}
+
+    def __getitem__(self, path):
+        if path in self.own:
+            return self.own[path]
+        path = tuple(path)
+        if self.index.locate(path) and path in self.table:
+            return self.index.pos(self.table[path])
+        raise KeyError(path)
+
+    def __setitem__(self, path, pos):
+        self.own[path] = pos
+
+    def __delitem__(self, path):
+        raise TypeError("positions of a parsed document are fixed")
+
+    def __iter__(self):
+        self.index.everything()
+        return iter({**dict.fromkeys(self.table), **dict.fromkeys(self.own)})
+
+    def __len__(self):
+        return sum(1 for _ in self)
 
 
 # ---------------------------------------------------------------- YAML

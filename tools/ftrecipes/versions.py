@@ -33,14 +33,24 @@ _PRE = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2}
 _CLAUSE = re.compile(r"^\s*(~=|==|!=|>=|<=|>|<)\s*([^\s,]+)\s*$")
 
 
-@functools.total_ordering
 @dataclass(frozen=True)
 class Version:
     text: str
     key: tuple
 
+    # Written out rather than derived by functools.total_ordering: key histories compare
+    # versions for every key of every file, and the derived ones cost a Python call more each.
     def __lt__(self, other):
         return self.key < other.key
+
+    def __le__(self, other):
+        return self.key <= other.key
+
+    def __gt__(self, other):
+        return self.key > other.key
+
+    def __ge__(self, other):
+        return self.key >= other.key
 
     def __eq__(self, other):
         return isinstance(other, Version) and self.key == other.key
@@ -350,9 +360,12 @@ def schema_findings(doc, fmt, framework_versions=None):
     # "removed" because the schema was made from another release.
     # A removed-key finding (the schema's curated pointer to the successor) stays when the
     # release in use lacks the key too; version-skew then leaves that key alone.
+    found = schemas.check(doc, schema, fmt.unknown_note, fmt.value_verdict)
+    if not any(f.rule in ("unknown-key", "removed-key") for f in found):
+        return found  # nothing the histories could take back (most files): no positions needed
     valid = {doc.where(p) for p in valid_by_history(doc.data, fmt.name, fv)}
     skewed = {doc.where(s.path) for s in skew(doc.data, fmt.name, fv, schema) if s.severity == "error"}
-    return [f for f in schemas.check(doc, schema, fmt.unknown_note, fmt.value_verdict)
+    return [f for f in found
             if not ((f.line, f.column) in valid and f.rule in ("unknown-key", "removed-key")
                     or (f.line, f.column) in skewed and f.rule == "unknown-key")]
 
@@ -444,8 +457,10 @@ def key_history(framework):
         raise UserError(f"cannot load the key history: {exc}", path=path) from None
 
 
+@functools.lru_cache(maxsize=4096)
 def _owners(fmt, parent):
-    """(history, sections) that define the keys of the mapping at path `parent` of a file."""
+    """(history, sections) that define the keys of the mapping at path `parent` of a file, and
+    every key they know (a key no history knows is never judged)."""
     from .formats import FORMATS
 
     out = []
@@ -460,7 +475,7 @@ def _owners(fmt, parent):
         sections = h.select(selector) if h else []
         if sections:
             out.append((h, sections))
-    return out
+    return tuple(out), frozenset().union(*(h.by_key for h, _ in out))
 
 
 @dataclass(frozen=True)
@@ -471,16 +486,17 @@ class Skew:
 
 
 def _walk(data, fmt, parent=()):
-    """(path, owners) for every key of a mapping that some key history covers, depth first."""
+    """(path, owners) for every key of a mapping that some owning key history knows, depth first."""
     if not isinstance(data, dict):
         return
-    owners = _owners(fmt, parent)
+    owners, known = _owners(fmt, parent)
+    # Set lookups in a comprehension: a generated file's 300,000 keys that no release ever had
+    # cost no Python call each.
+    judged = {key for key in data if key in known} if owners else ()
     for key, value in data.items():
-        if not isinstance(key, str):
-            continue
-        if owners:
+        if key in judged and isinstance(key, str):
             yield parent + (key,), owners
-        if isinstance(value, dict):
+        if isinstance(value, dict) and isinstance(key, str):
             yield from _walk(value, fmt, parent + (key,))
 
 
@@ -553,7 +569,7 @@ def skew(data, fmt, framework_versions, schema=None):
     seen = _SKEW_SEEN.get(key)
     if seen is not None and seen[0] is data:  # the same document object, not a new one at that id
         return list(seen[1])
-    if len(_SKEW_SEEN) > 64:
+    if len(_SKEW_SEEN) > 10_000:  # lint asks twice per file, for every file before any rule runs
         _SKEW_SEEN.clear()
     out = _skew(data, fmt, framework_versions, schema)
     _SKEW_SEEN[key] = (data, out)

@@ -114,3 +114,14 @@ def test_pre_commit_hook_definition():
     [hook] = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     assert hook["id"] == "ftrecipes-lint" and hook["entry"].startswith("ftrecipes lint")
     assert hook["language"] == "python"
+
+
+def test_a_false_subschema_violation_is_a_finding_not_a_traceback(run_cli):
+    # accelerate's schema forbids DeepSpeed keys inline next to deepspeed_config_file with `false`
+    # subschemas; jsonschema then hands over a boolean as the failing schema.
+    from pathlib import Path
+
+    example = Path(__file__).parent / "schema_examples" / "accelerate" / "invalid" / "config_file_plus_inline_keys.yaml"
+    code, out, err = run_cli("lint", str(example))
+    assert code == 1 and err == ""
+    assert "config_file_plus_inline_keys.yaml:3:1: schema deepspeed_config: False schema does not allow 2" in out

@@ -384,6 +384,7 @@ def _findings(v, err, doc, ignored_by):
             return [at(path, "removed-key", f"{name}: {why}")]
         return [at(path, "bad-value", f"{name}: value {_show(err.instance)} is not allowed here" + (f" ({why})" if why else ""))]
     message = err.message
-    if "description" in err.schema and err.validator in ("if", "then", "allOf", "dependentRequired", "dependentSchemas"):
+    # err.schema is a boolean for a `false` subschema (a key no branch allows).
+    if isinstance(err.schema, dict) and "description" in err.schema and err.validator in ("if", "then", "allOf", "dependentRequired", "dependentSchemas"):
         message = err.schema["description"]
     return [at(path, "schema", f"{name}: {message}")]

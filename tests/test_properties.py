@@ -192,6 +192,64 @@ def test_fast_json_path_leaves_refusals_and_duplicates_to_the_reference(text):
         assert doc.duplicates == ref.duplicates and doc.data == ref.data
 
 
+# Lines of big generated YAML configs (mostly), and lines just outside what sources._block_mapping
+# reads (a branch in four).
+_good_values = ["", "", " 1", " 1.5", " v", " v  w", " http://x", " # c", " x # c", " x  #c", " ~", " 1:30", " 0x1F",
+                " 1_000", " é", " it's", " a,b", " 1e3", " true", " Null", " 1.0e-05", " x-y", "   "]
+_bad_values = [" b: c", ' "q"', " 'q'", " [1]", " -1", " .inf", " .nan", " 2001-12-14", " &a x", " *a", " !!str 1", " |",
+               " x#y", " \t1", " {x}", " x:", " " + "9" * 5000]
+_keys = ["a", "b", "key_1", "x.y", "n1", "_k", "t-1", "a/b", "on_x"]
+_odd_lines = ["- x", "# comment", "", "  continued", "---", "...", "\t a: 1", "a:\r", "a: \u2028x", "? a", "a: \ufeff",
+              "yes: 1", "null: x", "1: a", "a b: 1"]
+
+
+def _yaml_text(steps):
+    """Lines from (move, key, value, odd line): a key nests under the key before it when that one
+    has no value and move says so, and climbs out by move levels otherwise."""
+    lines, depth, open_key = [], 0, False
+    for move, key, value, odd in steps:
+        if odd is not None:
+            lines.append(odd)
+            continue
+        depth = depth + 1 if open_key and move > 0 else max(0, depth - max(0, -move))
+        lines.append(" " * (2 * depth) + key + ":" + value)
+        open_key = value.strip() in ("", "# c")
+    return "\n".join(lines)
+
+
+yaml_lines = st.tuples(st.sampled_from([-2, -1, 0, 1, 1]), st.sampled_from(_keys),
+                       st.sampled_from(_good_values * 4 + _bad_values), st.none() | st.none() | st.none() | st.sampled_from(_odd_lines))
+
+
+@FAST
+@given(st.lists(yaml_lines, min_size=1, max_size=12).map(_yaml_text))
+def test_block_mapping_reader_agrees_with_the_composer(text):
+    # Big YAML configs of plain block mappings skip PyYAML's events (sources._block_mapping). Where
+    # it answers, data, positions and duplicates must be the composer's with either parser (pure
+    # Python and libyaml); where the composer refuses, it must not answer.
+    fast = sources._block_mapping(text, "x")
+    for loader in (yaml.SafeLoader, yaml.CSafeLoader):
+        try:
+            ref = sources._compose(loader, text, "x")
+        except UserError:
+            assert fast is None, text
+            continue
+        if fast is not None:
+            assert same(fast.data, ref.data) and fast.duplicates == ref.duplicates, text
+            assert (fast.positions, fast.key_positions) == (ref.positions, ref.key_positions), text
+            assert same(fast.data, yaml.safe_load(text))
+
+
+def test_block_mapping_reader_takes_the_configs_it_is_for():
+    text = "model: m\nlr: 1.0e-05\n# note\ndeepspeed_config:\n  stage: 2  # ZeRO\n  offload: none\nempty:\nlast: x y\n"
+    doc = sources._block_mapping(text * 2, "x")  # a duplicate of every key too
+    assert doc is not None and doc.data == {"model": "m", "lr": 1e-05, "deepspeed_config": {"stage": 2, "offload": "none"},
+                                            "empty": None, "last": "x y"}
+    assert [d[0] for d in doc.duplicates] == [("model",), ("lr",), ("deepspeed_config",), ("empty",), ("last",)]
+    ref = sources._compose(yaml.SafeLoader, text * 2, "x")
+    assert (doc.data, doc.positions, doc.key_positions, doc.duplicates) == (ref.data, ref.positions, ref.key_positions, ref.duplicates)
+
+
 @FAST
 @given(json_values)
 def test_parse_yaml_reads_what_safe_dump_writes(value):

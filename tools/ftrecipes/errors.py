@@ -10,6 +10,11 @@ _BREAKS = {c: repr(chr(c))[1:-1] for c in (0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0
 _ANY_BREAK = re.compile("[" + "".join(map(chr, _BREAKS)) + "]")
 
 
+def has_breaks(text):
+    """True when text holds a character one_line() would escape."""
+    return _ANY_BREAK.search(text) is not None
+
+
 def one_line(text):
     """text with line breaks written as escapes (\\n, \\r, \\x85, \\u2028, ...)."""
     text = str(text)

@@ -525,13 +525,44 @@ class _YamlComposer:
         }
         event = get()
         while not isinstance(event, (yaml.DocumentEndEvent, yaml.StreamEndEvent)):
-            handlers[type(event)](event)
+            if not (type(event) is yaml.ScalarEvent and self.plain_in_mapping(event)):
+                handlers[type(event)](event)
             event = get()
         if isinstance(event, yaml.DocumentEndEvent):
             event = get()
             if not isinstance(event, yaml.StreamEndEvent):
                 self.fail("invalid YAML: expected a single document, found another", event.start_mark)
         return self.doc
+
+    def plain_in_mapping(self, event):
+        """scalar() for the bulk of a big config, a string key or value of a mapping with no tag,
+        anchor or first character a resolver looks at; False (nothing done) for any other scalar.
+        The same steps as place(), set_key() and attach(), in one call instead of three."""
+        text, stack = event.value, self.stack
+        if event.tag is not None or event.anchor is not None or not stack or text[:1] in _RESOLVED_FIRST:
+            return False
+        top = stack[-1]
+        if not top.is_map:
+            return False
+        mark = event.start_mark
+        self.chars += len(text)
+        if top.key is _NOKEY:
+            path = top.path + (text,)
+            if text in top.value:
+                self.doc.duplicates.append((path, mark.line + 1, mark.column + 1))
+            top.key = text
+            self.doc.key_positions[path] = (mark.line + 1, mark.column + 1)
+            return True
+        path = top.path + (top.key,)
+        if len(path) > MAX_DEPTH:
+            self.fail("invalid YAML: nested too deeply", mark)
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            self.fail(f"YAML holds more than {MAX_NODES:,} values; not a config", mark)
+        self.doc.positions[path] = (mark.line + 1, mark.column + 1)
+        top.value[top.key] = text
+        top.key = _NOKEY
+        return True
 
     def place(self, event):
         """The path of the node an event starts; None when it is a mapping key."""
@@ -649,8 +680,106 @@ _PYTHON_PARSER_CHARS = 64 * 1024
 
 
 def parse_yaml(text, path="<string>"):
-    loader = yaml.SafeLoader if len(text) <= _PYTHON_PARSER_CHARS else _Loader
-    return _compose(loader, text, path)
+    if len(text) <= _PYTHON_PARSER_CHARS:
+        return _compose(yaml.SafeLoader, text, path)
+    doc = _block_mapping(text, path)
+    return doc if doc is not None else _compose(_Loader, text, path)
+
+
+# ------------------------------------------------ YAML, the fast way
+# Even libyaml hands over every token as Python event and mark objects: ~4 µs a key, seconds for
+# a generated config of 300,000 keys. Most big configs are nothing but nested block mappings of
+# one-line plain scalars, which a line at a time reads exactly; _block_mapping reads those and
+# returns None at the first line outside that subset (a list, a quote, an anchor, a tag, a
+# comment it is unsure of, a continued scalar, a tab...), and the composer above reads the text.
+_KEY_LINE = re.compile(
+    r"( *)([A-Za-z_][A-Za-z0-9_./-]*):"  # indentation, a plain key
+    r"(?: +([^\s#'\"\[\]{}&*!|>%@`,?:-](?:[^#:\[\]{}]+|:(?=[^ ]))*))?"  # a one-line plain value
+    r" *(?:(?<= )#.*)?",  # a comment after a space
+    re.ASCII,
+)
+_BLANK_LINE = re.compile(r" *(?:#.*)?")
+# Characters that make PyYAML stop, break a line other than \n, or change what a line means.
+_NOT_PLAIN_TEXT = re.compile("[^\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
+_RESOLVER = yaml.resolver.Resolver()
+_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+_TYPED = {_TAG + t for t in ("int", "float", "bool", "null")}
+
+
+def _block_mapping(text, path):
+    """A Document for a text of nested block mappings of one-line plain scalars, else None."""
+    if _NOT_PLAIN_TEXT.search(text):
+        return None
+    doc = Document(path=path, data={}, text=text)
+    positions, key_positions = doc.positions, doc.key_positions
+    levels = [(0, doc.data, ())]  # (indentation, mapping, path) of the open mappings
+    level, mapping, at = levels[-1]
+    pending = None  # (line, column after the colon, key path, parent) of a key whose value is not on its line
+    for number, line in enumerate(text.split("\n"), 1):
+        m = _KEY_LINE.fullmatch(line)
+        if m is None:
+            if _BLANK_LINE.fullmatch(line):
+                continue
+            return None
+        spaces, key, raw = m.group(1, 2, 3)
+        indent = len(spaces)
+        if pending is not None:
+            if indent > level:  # the first key of the pending key's mapping
+                if len(pending[2]) >= MAX_DEPTH:
+                    return None
+                levels.append((indent, {}, pending[2]))
+                pending[3][pending[2][-1]] = levels[-1][1]
+                positions[pending[2]] = (number, indent + 1)
+                level, mapping, at = levels[-1]
+            else:
+                positions[pending[2]] = pending[:2]
+            pending = None
+        if indent != level:
+            while indent < levels[-1][0]:
+                levels.pop()
+            level, mapping, at = levels[-1]
+            if indent != level:
+                return None  # an indentation no open mapping has (a continued scalar, an error)
+        if key[:1] in _RESOLVED_FIRST and _scalar(key) is not key:
+            return None  # a key that is no string (yes:, null:, on:)
+        child = at + (key,)
+        if key in mapping:
+            doc.duplicates.append((child, number, indent + 1))
+        elif not positions:
+            positions[()] = (number, 1)  # a mapping starts at its first key
+        key_positions[child] = (number, indent + 1)
+        if raw is None:
+            pending = (number, indent + len(key) + 2, child, mapping)
+            mapping[key] = None  # a duplicate keeps the first one's place, as in a dict
+            continue
+        raw = raw.rstrip(" ")  # the spaces before a comment or the end of the line
+        value = _scalar(raw) if raw[:1] in _RESOLVED_FIRST else raw
+        if value is _scalar:
+            return None
+        mapping[key] = value
+        positions[child] = (number, m.start(3) + 1)
+    if pending is not None:
+        positions[pending[2]] = pending[:2]
+    if not key_positions or len(key_positions) + len(doc.duplicates) + 1 > MAX_NODES:
+        return None  # no mapping at all, or too many values: the composer says what the text is
+    return doc
+
+
+def _scalar(raw):
+    """A plain scalar as yaml.safe_load reads it: raw itself for a string, the value for an int,
+    float, bool or null; _scalar (the function) for anything it leaves to the composer."""
+    tag = _RESOLVER.resolve(yaml.ScalarNode, raw, (True, False))
+    if tag == _TAG + "str":
+        return raw
+    if tag not in _TYPED:
+        return _scalar
+    try:
+        value = _CONSTRUCTOR.yaml_constructors[tag](_CONSTRUCTOR, yaml.ScalarNode(tag, raw))
+    except (ValueError, TypeError, OverflowError, yaml.YAMLError):
+        return _scalar
+    if isinstance(value, float) and not math.isfinite(value):
+        return _scalar
+    return value
 
 
 def _compose(loader_class, text, path):

@@ -8,8 +8,10 @@ Inputs are generated here, in a temporary folder:
   in 100 sub-folders (each sub-folder one setup of 50 files).
 
 Each is linted by the real CLI in a fresh process (`python -m ftrecipes lint`, startup
-included), best of --repeat runs. Prints a Markdown table; bench/input_speed.md holds the
-output committed with the code it measured.
+included), --repeat times; the table gives the fastest, the median and the slowest run (this
+VM's timing noise reaches 1.8x, so the slowest run is the one the limit must hold for).
+Prints a Markdown table; bench/input_speed.md holds the output committed with the code it
+measured.
 
     python bench/input_speed.py [--repeat 3]
 """
@@ -18,6 +20,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -71,17 +74,19 @@ def make_inputs(tmp):
 
 
 def lint_seconds(paths, repeat):
+    """The seconds of each run, and the exit status (the same every run, or the bench stops)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "tools"))
-    best, code = None, None
+    runs, codes = [], set()
     for _ in range(repeat):
         start = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "ftrecipes", "lint", *map(str, paths)], capture_output=True, text=True, env=env)
-        took = time.perf_counter() - start
-        best = took if best is None else min(best, took)
-        code = proc.returncode
+        runs.append(time.perf_counter() - start)
+        codes.add(proc.returncode)
         if "Traceback" in proc.stderr:
             raise SystemExit(proc.stderr)
-    return best, code
+    if len(codes) != 1:
+        raise SystemExit(f"exit status changed between runs: {sorted(codes)}")
+    return runs, codes.pop()
 
 
 def main():
@@ -90,22 +95,24 @@ def main():
     args = ap.parse_args()
     import yaml
 
+    started = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     with tempfile.TemporaryDirectory() as tmp:
         cases = make_inputs(Path(tmp))
         rows = []
         for name, paths in cases:
             size = sum(p.stat().st_size for path in paths for p in ([path] if path.is_file() else path.rglob("*")) if p.is_file())
-            seconds, code = lint_seconds(paths, args.repeat)
-            rows.append((name, size, seconds, code))
+            runs, code = lint_seconds(paths, args.repeat)
+            rows.append((name, size, runs, code))
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"`python bench/input_speed.py --repeat {args.repeat}` on {platform.machine()}, {os.cpu_count()} CPUs "
-          f"(load average {load} when it finished), Python {platform.python_version()}, "
+          f"(load average {started} when it started, {load} when it finished), Python {platform.python_version()}, "
           f"PyYAML {yaml.__version__} (libyaml: {yaml.__with_libyaml__})\n")
-    print("| input | bytes | lint seconds (best) | exit status | under 5 s |")
-    print("|---|---:|---:|---:|---|")
-    for name, size, seconds, code in rows:
-        print(f"| {name} | {size:,} | {seconds:.2f} | {code} | {'yes' if seconds < LIMIT_S else 'NO'} |")
-    return 0 if all(r[2] < LIMIT_S for r in rows) else 1
+    print(f"| input | bytes | lint seconds: min | median | max ({args.repeat} runs) | exit status | every run under {LIMIT_S:g} s |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for name, size, runs, code in rows:
+        print(f"| {name} | {size:,} | {min(runs):.2f} | {statistics.median(runs):.2f} | {max(runs):.2f} | {code} "
+              f"| {'yes' if max(runs) < LIMIT_S else 'NO'} |")
+    return 0 if all(max(r[2]) < LIMIT_S for r in rows) else 1
 
 
 if __name__ == "__main__":

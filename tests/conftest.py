@@ -34,6 +34,9 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in items:
+            item.add_marker(pytest.mark.xdist_group(_worker_group(item)))
     wanted = config.getoption("--recipe")
     if not wanted:
         return
@@ -46,6 +49,20 @@ def pytest_collection_modifyitems(config, items):
         (keep if hit else drop).append(item)
     items[:] = keep
     config.hook.pytest_deselected(items=drop)
+
+
+def _worker_group(item):
+    """The tests one pytest-xdist worker runs together (tools/run-tests: -n 2 --dist loadgroup).
+
+    Everything that runs a framework stack stays on one worker, one at a time, as in a serial run:
+    a smoke training already keeps both cores busy with its two processes, two at once would
+    each take twice as long (and the stacks' jobs share their venvs' caches). Any other test
+    stays with its module, so a module-scoped fixture (the hostile-input slice, the corpus) is
+    built once, not once per worker.
+    """
+    if item.get_closest_marker("smoke") or item.get_closest_marker("framework"):
+        return "framework-stacks"
+    return item.nodeid.split("::")[0]
 
 
 _SESSION_START = []

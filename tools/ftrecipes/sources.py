@@ -386,7 +386,7 @@ class _JsonIndex:
         self.text = text
         self.values = {(): self.ws(0)}  # path -> character offset of its value
         self.keys = {}  # path -> character offset of its key
-        self.indexed = set()
+        self.indexed = {}  # path -> paths of its children, for the containers indexed so far
         self.line_starts = None
 
     def ws(self, idx):
@@ -403,11 +403,12 @@ class _JsonIndex:
         return True
 
     def index(self, path):
-        self.indexed.add(path)
+        """Record where the children of the value at path stand; returns their paths."""
+        self.indexed[path] = children = []
         text, idx = self.text, self.values[path]
         close = {"{": "}", "[": "]"}.get(text[idx])
         if close is None:
-            return  # a scalar has no children
+            return children  # a scalar has none
         idx = self.ws(idx + 1)
         n = 0
         values, keys = self.values, self.keys
@@ -420,16 +421,15 @@ class _JsonIndex:
             else:
                 child, n = path + (n,), n + 1
             values[child] = idx
+            children.append(child)
             idx = _COMMA.match(text, _SKIP(text, idx)[1]).end()
+        return children
 
     def everything(self):
         stack = [()]
         while stack:
             path = stack.pop()
-            if path not in self.indexed:
-                before = set(self.values)
-                self.index(path)
-                stack.extend(p for p in self.values if p not in before)
+            stack.extend(self.indexed[path] if path in self.indexed else self.index(path))
 
     def pos(self, idx):
         if self.line_starts is None:

@@ -474,7 +474,7 @@ def _owners(fmt, parent):
         h = key_history(fw)
         sections = h.select(selector) if h else []
         if sections:
-            out.append((h, sections))
+            out.append((h, tuple(sections)))
     return tuple(out), frozenset().union(*(h.by_key for h, _ in out))
 
 
@@ -516,6 +516,12 @@ def _in_use_at(h, fmt, v):
         v = schema_version(schemas.load_schema(fmt_.schema), h.framework) if fmt_ and fmt_.schema else None
     v = parse(v) if v is not None else h.newest
     return v, h.sample_for(v)
+
+
+@functools.lru_cache(maxsize=4096)
+def _judged(name, key, owners, fmt, versions_items):
+    # The verdict depends on nothing else: a folder of configs asks the same few keys again and again.
+    return _judge(name, key, owners, fmt, dict(versions_items))
 
 
 def _judge(name, key, owners, fmt, framework_versions):
@@ -582,7 +588,7 @@ def _skew(data, fmt, framework_versions, schema):
     out = []
     dashes = "--" if getattr(FORMATS.get(fmt), "syntax", "") == "shell" else ""  # launch-script flags
     for path, owners in _walk(data, fmt):
-        verdict = _judge(dashes + ".".join(path), path[-1], owners, fmt, framework_versions or {})
+        verdict = _judged(dashes + ".".join(path), path[-1], owners, fmt, tuple(sorted((framework_versions or {}).items())))
         if verdict and not (verdict[0] == "error" and schema_removes(schema or {}, path)):
             out.append(Skew(path, *verdict))
     return out

@@ -125,3 +125,32 @@ def test_a_false_subschema_violation_is_a_finding_not_a_traceback(run_cli):
     code, out, err = run_cli("lint", str(example))
     assert code == 1 and err == ""
     assert "config_file_plus_inline_keys.yaml:3:1: schema deepspeed_config: False schema does not allow 2" in out
+
+
+@pytest.mark.parametrize("schema, instance", [
+    ({"properties": {"a": {}}, "additionalProperties": False}, {"a": 1, "c": 3, "b": 2}),
+    ({"properties": {"a": {}}, "additionalProperties": False}, {"b": 2}),
+    ({"properties": {"a": {}}, "patternProperties": {"^x": {}, "y$": {}}, "additionalProperties": False}, {"a": 1, "xb": 2, "c": 3, "ay": 4}),
+    ({"properties": {"a": {}}, "additionalProperties": {"type": "integer"}}, {"a": 1, "b": "s", "c": 3}),
+    ({"properties": {"a": {"additionalProperties": False}}}, {"a": {"q": 1}}),
+])
+def test_additional_properties_errors_are_jsonschemas(schema, instance):
+    # schemas.validator() replaces jsonschema's additionalProperties only to stop listing (and
+    # sorting) every extra key in one message; up to 20 keys its errors are jsonschema's own.
+    from jsonschema import Draft202012Validator
+
+    from ftrecipes import schemas
+
+    def errors(v):
+        return sorted((e.message, list(e.absolute_path), e.validator) for e in v.iter_errors(instance))
+
+    assert errors(schemas.validator(schema)) == errors(Draft202012Validator(schema))
+
+
+def test_additional_properties_message_names_twenty_keys_and_counts_the_rest():
+    from ftrecipes import schemas
+
+    instance = {f"k{i:02d}": i for i in range(25)}
+    (err,) = schemas.validator({"additionalProperties": False}).iter_errors(instance)
+    assert err.message == ("Additional properties are not allowed (" + ", ".join(f"'k{i:02d}'" for i in range(20))
+                           + " and 5 more were unexpected)")

@@ -2,12 +2,13 @@
 
 import difflib
 import functools
+import heapq
 import json
 import os
 import re
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import SchemaError, ValidationError
 from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 
@@ -158,6 +159,35 @@ def load_schema(name):
         raise UserError(f"cannot load schema: {exc}", path=path) from None
 
 
+_LISTED_EXTRAS = 20
+
+
+def _additional_properties(validator, ap, instance, schema):
+    """jsonschema's own additionalProperties, but its message names the first 20 extra keys, not
+    all of them: sorting 300,000 keys of a generated file into one message took seconds, for a
+    message lint never shows (each unknown key is a finding of its own, see _findings)."""
+    if not validator.is_type(instance, "object"):
+        return
+    properties = schema.get("properties", {})
+    patterns = "|".join(schema.get("patternProperties", {}))  # joined as jsonschema joins them
+    matches = re.compile(patterns).search if patterns else None
+    extras = [k for k in instance if k not in properties and not (matches and matches(k))]
+    if validator.is_type(ap, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], ap, path=extra)
+    elif not ap and extras:
+        shown = ", ".join(repr(k) for k in heapq.nsmallest(_LISTED_EXTRAS, extras, key=str))
+        more = f" and {len(extras) - _LISTED_EXTRAS:,} more" if len(extras) > _LISTED_EXTRAS else ""
+        if patterns:
+            verb = "does" if len(extras) == 1 else "do"
+            listed = ", ".join(repr(p) for p in sorted(schema["patternProperties"]))
+            yield ValidationError(f"{shown}{more} {verb} not match any of the regexes: {listed}")
+        else:
+            verb = "was" if len(extras) == 1 else "were"
+            yield ValidationError(f"Additional properties are not allowed ({shown}{more} {verb} unexpected)")
+
+
+_Validator = validators.extend(Draft202012Validator, {"additionalProperties": _additional_properties})
 _VALIDATORS = {}  # id(schema) -> (schema, validator): one per schema, not one per file checked
 
 
@@ -167,7 +197,7 @@ def validator(schema):
         return seen[1]
     if len(_VALIDATORS) > 256:  # recipe schemas are loaded anew for each render
         _VALIDATORS.clear()
-    made = Draft202012Validator(schema, registry=registry())
+    made = _Validator(schema, registry=registry())
     _VALIDATORS[id(schema)] = (schema, made)
     return made
 

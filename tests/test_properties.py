@@ -195,8 +195,9 @@ def test_fast_json_path_leaves_refusals_and_duplicates_to_the_reference(text):
 # Lines of big generated YAML configs (mostly), and lines just outside what sources._block_mapping
 # reads (a branch in four).
 _good_values = ["", "", " 1", " 1.5", " v", " v  w", " http://x", " # c", " x # c", " x  #c", " ~", " 1:30", " 0x1F",
-                " 1_000", " é", " it's", " a,b", " 1e3", " true", " Null", " 1.0e-05", " x-y", "   "]
-_bad_values = [" b: c", ' "q"', " 'q'", " [1]", " -1", " .inf", " .nan", " 2001-12-14", " &a x", " *a", " !!str 1", " |",
+                " 1_000", " é", " it's", " a,b", " 1e3", " true", " Null", " 1.0e-05", " x-y", "   ", ' "q"', " 'q'",
+                ' "1"', " 'true'", ' ""', ' "a # b"  # c', " 'x: y'"]
+_bad_values = [" b: c", ' "a\\"b"', " 'it''s'", ' "x" y', ' "x"#c', ' "open', " 'open", ' "a\\nb"', " [1]", " -1", " .inf", " .nan", " 2001-12-14", " &a x", " *a", " !!str 1", " |",
                " x#y", " \t1", " {x}", " x:", " " + "9" * 5000]
 _keys = ["a", "b", "key_1", "x.y", "n1", "_k", "t-1", "a/b", "on_x"]
 _odd_lines = ["- x", "# comment", "", "  continued", "---", "...", "\t a: 1", "a:\r", "a: \u2028x", "? a", "a: \ufeff",

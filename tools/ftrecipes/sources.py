@@ -689,12 +689,14 @@ def parse_yaml(text, path="<string>"):
 # ------------------------------------------------ YAML, the fast way
 # Even libyaml hands over every token as Python event and mark objects: ~4 µs a key, seconds for
 # a generated config of 300,000 keys. Most big configs are nothing but nested block mappings of
-# one-line plain scalars, which a line at a time reads exactly; _block_mapping reads those and
-# returns None at the first line outside that subset (a list, a quote, an anchor, a tag, a
-# comment it is unsure of, a continued scalar, a tab...), and the composer above reads the text.
+# one-line scalars (plain, or quoted without escapes), which a line at a time reads exactly;
+# _block_mapping reads those and returns None at the first line outside that subset (a list, an
+# escape, an anchor, a tag, a comment it is unsure of, a continued scalar, a tab...), and the
+# composer above reads the text.
 _KEY_LINE = re.compile(
     r"( *)([A-Za-z_][A-Za-z0-9_./-]*):"  # indentation, a plain key
-    r"(?: +([^\s#'\"\[\]{}&*!|>%@`,?:-](?:[^#:\[\]{}]+|:(?=[^ ]))*))?"  # a one-line plain value
+    r"(?: +(?:([^\s#'\"\[\]{}&*!|>%@`,?:-](?:[^#:\[\]{}]+|:(?=[^ ]))*)"  # a one-line plain value,
+    r"|\"([^\"\\\\]*)\"|'([^']*)'))?"  # or a quoted one without escapes
     r" *(?:(?<= )#.*)?",  # a comment after a space
     re.ASCII,
 )
@@ -707,7 +709,7 @@ _TYPED = {_TAG + t for t in ("int", "float", "bool", "null")}
 
 
 def _block_mapping(text, path):
-    """A Document for a text of nested block mappings of one-line plain scalars, else None."""
+    """A Document for a text of nested block mappings of one-line scalars, else None."""
     if _NOT_PLAIN_TEXT.search(text):
         return None
     doc = Document(path=path, data={}, text=text)
@@ -721,7 +723,7 @@ def _block_mapping(text, path):
             if _BLANK_LINE.fullmatch(line):
                 continue
             return None
-        spaces, key, raw = m.group(1, 2, 3)
+        spaces, key, raw, double, single = m.group(1, 2, 3, 4, 5)
         indent = len(spaces)
         if pending is not None:
             if indent > level:  # the first key of the pending key's mapping
@@ -748,9 +750,13 @@ def _block_mapping(text, path):
         elif not positions:
             positions[()] = (number, 1)  # a mapping starts at its first key
         key_positions[child] = (number, indent + 1)
-        if raw is None:
+        if raw is None and double is None and single is None:
             pending = (number, indent + len(key) + 2, child, mapping)
             mapping[key] = None  # a duplicate keeps the first one's place, as in a dict
+            continue
+        if raw is None:  # a quoted string: never resolved to anything else
+            mapping[key] = double if double is not None else single
+            positions[child] = (number, m.start(4 if double is not None else 5))  # the opening quote
             continue
         raw = raw.rstrip(" ")  # the spaces before a comment or the end of the line
         value = _scalar(raw) if raw[:1] in _RESOLVED_FIRST else raw

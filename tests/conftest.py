@@ -1,3 +1,4 @@
+import functools
 import os
 import subprocess
 import sys
@@ -34,9 +35,6 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
-    if config.pluginmanager.hasplugin("xdist"):
-        for item in items:
-            item.add_marker(pytest.mark.xdist_group(_worker_group(item)))
     wanted = config.getoption("--recipe")
     if not wanted:
         return
@@ -51,18 +49,42 @@ def pytest_collection_modifyitems(config, items):
     config.hook.pytest_deselected(items=drop)
 
 
-def _worker_group(item):
-    """The tests one pytest-xdist worker runs together (tools/run-tests: -n 2 --dist loadgroup).
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # pytest-xdist is in the test extra; without it tests run one at a time
+    LoadScopeScheduling = None
 
-    Everything that runs a framework stack stays on one worker, one at a time, as in a serial run:
-    a smoke training already keeps both cores busy with its two processes, two at once would
-    each take twice as long (and the stacks' jobs share their venvs' caches). Any other test
-    stays with its module, so a module-scoped fixture (the hostile-input slice, the corpus) is
-    built once, not once per worker.
-    """
-    if item.get_closest_marker("smoke") or item.get_closest_marker("framework"):
-        return "framework-stacks"
-    return item.nodeid.split("::")[0]
+if LoadScopeScheduling is not None:
+
+    class _StacksApart(LoadScopeScheduling):
+        """How tools/run-tests (`-n 2 --dist loadscope`) shares the tests between two workers.
+
+        Every module that runs a framework stack (a smoke or framework test) goes to one group,
+        which one worker runs one test at a time, as a serial run would: a smoke training already
+        keeps both cores busy with its two processes, and two at once would each take twice as
+        long. Every other module is a group of its own, so a module-scoped fixture (the
+        hostile-input slice, the corpus) is built once, not once per worker. (xdist's own
+        `loadgroup` marks do not reach the test ids under pytest 9.)
+        """
+
+        def _split_scope(self, nodeid):
+            module = nodeid.split("::", 1)[0]
+            return "framework-stacks" if _runs_a_stack(module) else module
+
+    def pytest_xdist_make_scheduler(config, log):
+        if config.getvalue("dist") == "loadscope":
+            return _StacksApart(config, log)
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def _runs_a_stack(module):
+    # The scheduler sees test ids, not marks: a module that marks any test smoke or framework.
+    try:
+        text = (ROOT / module).read_text()
+    except OSError:
+        return False
+    return "pytest.mark.smoke" in text or "pytest.mark.framework" in text
 
 
 _SESSION_START = []

@@ -3,7 +3,7 @@
 Inputs are generated here, in a temporary folder:
 - a DeepSpeed JSON with 100,000 extra top-level keys (each one an unknown-key finding);
 - a 10 MB DeepSpeed JSON (a few keys and one long list of numbers under an unknown key);
-- a 9 MB TRL YAML (a real TRL config plus 300,000 extra keys), and the same with quoted values;
+- a 9 MB TRL YAML (a real TRL config plus 300,000 extra keys), and 280,000 of them with quoted values;
 - a folder of 5,000 small files: DeepSpeed JSON, accelerate and TRL YAML, launch scripts,
   in 100 sub-folders (each sub-folder one setup of 50 files).
 
@@ -57,7 +57,7 @@ def make_inputs(tmp):
     (tmp / "nine_mb.yaml").write_text(TRL + "".join(f"extra_setting_{i}: value {i}\n" for i in range(300_000)))
     # The same keys with quoted values: outside the block-mapping subset sources._block_mapping
     # reads line by line, so PyYAML's events (libyaml) carry it.
-    (tmp / "nine_mb_quoted.yaml").write_text(TRL + "".join(f'extra_setting_{i}: "value {i}"\n' for i in range(300_000)))
+    (tmp / "nine_mb_quoted.yaml").write_text(TRL + "".join(f'extra_setting_{i}: "value {i}"\n' for i in range(280_000)))
     folder = tmp / "many"
     for d in range(100):
         sub = folder / f"setup{d:03d}"
@@ -72,7 +72,7 @@ def make_inputs(tmp):
         ("100,000-key DeepSpeed JSON", [tmp / "keys.json"]),
         ("10 MB DeepSpeed JSON", [tmp / "ten_mb.json"]),
         ("9 MB TRL YAML", [tmp / "nine_mb.yaml"]),
-        ("9 MB TRL YAML, quoted values", [tmp / "nine_mb_quoted.yaml"]),
+        ("10 MB TRL YAML, quoted values", [tmp / "nine_mb_quoted.yaml"]),
         ("folder of 5,000 files", [folder]),
     ]
 

@@ -376,13 +376,15 @@ def _findings(v, err, doc, ignored_by):
         where = ("" if not path else f" in {name}") + ignored_by(path)
         allowed_set = set(allowed)
         out = []
+        file, key_at = str(doc.path), doc.key_positions.get
         for key in err.instance:
             if key in allowed_set or matches_pattern and matches_pattern(key):
                 continue
             # A 'did you mean' costs milliseconds (difflib against every allowed key): past the
             # first few unknown keys of one object it is a generated file, not a typo.
             hint = suggest(key, allowed) if len(out) < _MAX_SUGGESTIONS else ""
-            out.append(at(path + (key,), "unknown-key", f"unknown key '{key}'{where}{hint}"))
+            line, col = key_at(path + (key,)) or doc.where(path + (key,))  # where() from its key, as at() does
+            out.append(Finding(file, line, col, "unknown-key", ERROR, f"unknown key '{key}'{where}{hint}"))
         return out or [at(path, "schema", err.message)]
     if err.validator == "required":
         missing = [k for k in err.validator_value if isinstance(err.instance, dict) and k not in err.instance]

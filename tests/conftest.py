@@ -71,10 +71,17 @@ if LoadScopeScheduling is not None:
             module = nodeid.split("::", 1)[0]
             return "framework-stacks" if _runs_a_stack(module) else module
 
-    def pytest_xdist_make_scheduler(config, log):
-        if config.getvalue("dist") == "loadscope":
-            return _StacksApart(config, log)
-        return None
+    class _Scheduler:
+        def pytest_xdist_make_scheduler(self, config, log):
+            if config.getvalue("dist") == "loadscope":
+                return _StacksApart(config, log)
+            return None
+
+
+def pytest_configure(config):
+    # Only where xdist runs (`-p no:xdist` leaves its hooks unknown to pytest).
+    if LoadScopeScheduling is not None and config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_Scheduler(), "ftrecipes-scheduler")
 
 
 @functools.lru_cache(maxsize=None)

@@ -51,6 +51,12 @@ if os.environ.get("FTRECIPES_CPU_FSDP"):
 
     cpu_fsdp.install(ftrecipes_probe.on_import, ftrecipes_probe.record)
 
+if os.environ.get("FTRECIPES_FSDP2_LAYER_PROBE"):
+    import fsdp2_layer_probe
+    import ftrecipes_probe
+
+    fsdp2_layer_probe.install(ftrecipes_probe.on_import)
+
 _others = [p for p in sys.path if p and os.path.abspath(p) != _here]
 _spec = importlib.machinery.PathFinder.find_spec("sitecustomize", _others)
 if _spec is not None and _spec.origin and os.path.dirname(os.path.abspath(_spec.origin)) != _here:

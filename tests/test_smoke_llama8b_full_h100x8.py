@@ -1,0 +1,72 @@
+"""Smoke: TRL full SFT under FSDP2, launched with the recipe's rendered accelerate command.
+
+Overrides (recipe.yaml `smoke:`): a tiny random-weight Llama-shaped model and generated
+conversations, gpus_per_node=2 (two processes on gloo), seq_len 64, 4 steps. CPU necessities:
+use_cpu, sdpa attention, no checkpoint saving, and tests/frameworks/cpu_fsdp.py, which lets
+accelerate 1.15 keep its FSDP plugin under MULTI_CPU (its FSDP branch lists only GPU-like
+distributed types); torch 2.13's fully_shard runs on a CPU mesh with gloo.
+
+What the probe (tests/frameworks/fsdp_probe.py) proves from inside the run, on every rank:
+fully_shard was applied to the root and to each decoder layer (FSDPModule), every parameter is a
+DTensor sharded on dim 0 over both ranks and kept in fp32, each layer's MixedPrecisionPolicy
+computes and reduces in bf16 and reshards after forward, each decoder layer is wrapped by FSDP's
+activation checkpointing (CheckpointWrapper) while the Trainer's own checkpointing is off, a
+decoder layer's linear runs with a bf16 weight, AdamW keeps fp32 states, 4 optimizer steps with
+finite losses. Not exercised: NCCL, flash-attention, CUDA streams and the overlap of all-gathers
+with compute, GPU memory, a multi-node launch.
+"""
+
+import math
+
+import pytest
+
+from ftrecipes import shellcmd
+from smoke_harness import free_port, launch, make_assets, read_probe, render_into
+
+pytestmark = pytest.mark.smoke
+NAME = "llama8b-full-h100x8"
+STEPS = 4
+
+
+def test_full_sft_fsdp2_trains(tmp_path):
+    assets = make_assets("trl", tmp_path / "assets", arch="llama")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl").write_text(open(assets["sft"]).read())
+    run = tmp_path / "run"
+    sets = [
+        f"model={assets['model']}", f"dataset={data}", "gpus_per_node=2", "seq_len=64",
+        f"max_steps={STEPS}", "logging_steps=1", f"output_dir={tmp_path / 'out'}", f"master_port={free_port()}",
+    ]
+    render_into(NAME, sets, run)
+    [train] = [c for c in shellcmd.commands((run / "launch.sh").read_text()) if c.words[:2] == ["accelerate", "launch"]]
+    argv = train.words + ["--use_cpu", "true", "--attn_implementation", "sdpa", "--save_strategy", "no"]
+    launch("trl", argv, cwd=run, probe_dir=tmp_path / "probe", label=NAME,
+           extra_env={"FTRECIPES_CPU_FSDP": "bypass", "FTRECIPES_FSDP2_LAYER_PROBE": "1"})
+    records = read_probe(tmp_path / "probe")
+    assert sorted(records) == [0, 1], f"ranks seen: {sorted(records)}"
+    for rank, recs in records.items():
+        assert not [r for r in recs if r["event"] == "probe-error"], recs
+        [f] = [r for r in recs if r["event"] == "fsdp"]
+        assert f["root_is_fsdp_module"] and f["world_size"] == 2, f
+        # every parameter a DTensor, sharded on dim 0 over both ranks; each rank holds about half
+        assert f["params"] == f["dtensor_params"] == f["sharded_dim0_over_world"] == f["trainable"] > 0, f
+        assert f["local_numel"] < f["global_numel"], f
+        # full fine-tuning in bf16 mixed precision: accelerate keeps fp32 shards (master weights)
+        assert f["sharded_dtypes"] == ["torch.float32"], f
+        # one FSDP unit per decoder layer (TRANSFORMER_BASED_WRAP), each resharding after forward
+        assert f["decoder_layers"] == 2 and len(f["layer_units"]) == 2, f
+        for unit in f["layer_units"]:
+            assert unit == {**unit, "reshard_after_forward": True, "param_dtype": "torch.bfloat16",
+                            "reduce_dtype": "torch.bfloat16"}, unit
+        # FSDP's activation checkpointing wraps each layer; the Trainer's own is off (sft.yaml)
+        assert f["checkpoint_wrappers"] == 2 and not f["trainer_gradient_checkpointing"], f
+        [fwd] = [r for r in recs if r["event"] == "forward"]
+        assert fwd["linear_weight"] == "torch.bfloat16" and fwd["layer_output"] == "torch.bfloat16", fwd
+        steps = [r for r in recs if r["event"] == "step"]
+        assert len(steps) == STEPS and all(s["state_dtypes"] == ["torch.float32"] for s in steps), steps
+        losses = [r["value"] for r in recs if r["event"] == "loss"]
+        assert len(losses) >= STEPS and all(isinstance(v, float) and math.isfinite(v) for v in losses), losses
+    # the two ranks' shards together are the whole model, each weight held once
+    facts = [next(r for r in recs if r["event"] == "fsdp") for recs in records.values()]
+    assert sum(f["local_numel"] for f in facts) == facts[0]["global_numel"], facts

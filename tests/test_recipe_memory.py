@@ -115,3 +115,44 @@ def test_remedies_respect_what_the_recipe_allows():
     after = values_after({"seq_len": 1024, "zero_stage": 2, "micro_batch_size": 2}, s,
                          replace(s, zero_stage=3, micro_batch=1, seq_len=512))
     assert after == {"seq_len": 512, "zero_stage": 3, "micro_batch_size": 1}
+
+
+# --- An FSDP recipe: no DeepSpeed config; the rendered accelerate + trainer files say it all ---
+FSDP_RECIPE = "llama8b-full-h100x8"
+
+
+def test_fsdp_recipe_is_estimated_from_its_rendered_accelerate_and_trl_files():
+    """accelerate.yaml says FSDP2 with FSDP's own checkpointing; sft.yaml turns the Trainer's off.
+    The estimate must model FSDP2 with checkpointing on (what the run does), and fp32 sharded
+    weights: accelerate 1.15's fsdp2_prepare_model upcasts trainable parameters when mixed
+    precision is on, so a full fine-tune holds 4 + 4 + 8 bytes a parameter over 8 ranks."""
+    res = recipe_memory.estimate(recipe.load(FSDP_RECIPE))
+    s = res.setup
+    assert (s.framework, s.gradient_checkpointing, s.fsdp_offload, s.trainer) == ("fsdp2", True, False, "trl")
+    assert (s.gpus, s.seq_len, s.micro_batch, s.load_dtype) == (8, 4096, 4, "bf16")
+    setup_phase = next(p for p in res.phases if p.name == "setup")
+    step_phase = next(p for p in res.phases if p.name == "step")
+    per_rank = res.params / 8
+    assert setup_phase.by_category["params"] == pytest.approx(4 * per_rank, rel=0.01)
+    assert step_phase.by_category["grads"] == pytest.approx(4 * per_rank, rel=0.01)
+
+
+def test_fsdp_recipe_without_checkpointing_is_oom_and_says_why(run_cli):
+    # The post-mortem's third outcome: neither FSDP's nor the Trainer's checkpointing at 4 x 4,096 tokens
+    code, out, _ = run_cli("estimate", FSDP_RECIPE, "--set", "gradient_checkpointing=false", "--json")
+    j = json.loads(out)
+    assert code == 3 and j["verdict"] == "oom"
+    assert any("gradient_checkpointing" in r["change"] and r["verdict"] != "oom" for r in j["remedies"])
+
+
+@pytest.mark.parametrize("order", [("accelerate.yaml", "sft.yaml"), ("sft.yaml", "accelerate.yaml")])
+def test_config_mode_merges_fsdp_checkpointing_in_any_order(order):
+    """`estimate --config` on the rendered files: a TRL file without `deepspeed:` does not turn an
+    FSDP2 run into DDP, and FSDP's checkpointing counts although the trainer file says false."""
+    from ftrecipes.memory import configs
+
+    folder = recipe.load(FSDP_RECIPE).dir / "rendered"
+    _, out = configs.read([str(folder / name) for name in order])
+    assert (out["framework"], out["gradient_checkpointing"], out["fsdp_offload"]) == ("fsdp2", True, False)
+    _, trl_only = configs.read([str(folder / "sft.yaml")])
+    assert (trl_only["framework"], trl_only["gradient_checkpointing"]) == ("ddp", False)

@@ -262,6 +262,9 @@ def from_accelerate(f: _File) -> dict:
             raise f.error("fsdp_config", f"FSDP sharding {strategy} (only full shard is modelled)")
         out["framework"] = "fsdp2" if str(fc.get("fsdp_version", 1)) == "2" else "fsdp"
         out["fsdp_offload"] = bool(fc.get("fsdp_offload_params", False))
+        # FSDP's own checkpointing of each wrapped layer (accelerate's fsdp2_apply_ac / FSDP1's
+        # apply_activation_checkpointing): a trainer file may leave its own off; read() merges
+        out["_fsdp_checkpointing"] = str(fc.get("fsdp_activation_checkpointing", False)).lower() == "true"
     elif dist in ("MULTI_GPU", "NO"):
         out["framework"] = "ddp" if dist == "MULTI_GPU" else "torch"
     else:
@@ -398,6 +401,8 @@ def read(paths, framework_versions=None) -> tuple[dict, dict]:
     bound = out.pop("vllm_max_model_len", None)
     if out.pop("_unbounded_prompt", False) and bound:
         out["seq_len"] = bound
+    if out.pop("_fsdp_checkpointing", False) and out.get("framework") in ("fsdp", "fsdp2"):
+        out["gradient_checkpointing"] = True  # whatever the trainer file says for its own
     return ds, out
 
 

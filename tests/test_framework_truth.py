@@ -18,6 +18,7 @@ OVERRIDES = {
     "qwen7b-dpo-v100x8": [["gpus_per_node=4", "grad_accum=8"], ["seq_len=1024", "lora_rank=16", "lora_alpha=32", "beta=0.05"], ["precision=fp32", "expandable_segments=false"], ["nodes=2", "grad_accum=2"]],
     "qwen7b-lora-zero2-a100x2": [["seq_len=4096", "micro_batch_size=1", "grad_accum=16"], ["gpus_per_node=8", "grad_accum=2"], ["lora_rank=16", "lora_alpha=32", "lora_target=c_attn,c_proj"], ["nodes=2", "gpus_per_node=8"], ["transformers_version=4.32.0"], ["transformers_version=4.57.6", "nodes=2"]],
     "llama8b-lora-fsdp2-4090x2": [["seq_len=4096", "grad_accum=4"], ["offload_param=cpu", "attn_implementation=flash_attention_2"], ["lora_rank=16", "lora_alpha=32", "lora_target=q_proj,v_proj", "gpus_per_node=4", "grad_accum=4"]],
+    "llama8b-full-h100x8": [["micro_batch_size=2", "grad_accum=4", "seq_len=8192"], ["gradient_checkpointing=false"], ["nodes=2"]],
     "minicpmv-full-a100-40gx2": [["seq_len=4096", "max_slice_nums=4"], ["gpus_per_node=4", "grad_accum=2"], ["llm_type=qwen2", "learning_rate=2e-6", "pin_memory=false"], ["nodes=2"], ["transformers_version=4.44.2"]],
     "mistral7b-qlora-4090x1": [["micro_batch_size=1", "grad_accum=8"], ["seq_len=4096", "lora_rank=16", "lora_alpha=32"], ["lora_target=q_proj,k_proj,v_proj,o_proj", "gradient_checkpointing=false"]],
 }
@@ -190,3 +191,30 @@ def test_trl_launch_check_can_fail(tmp_path):
     res_both, res_typo = run_truth("trl", cases, tmp_path, timeout=600)
     assert not res_both["ok"] and "8 bit and 4 bit" in res_both["error"], res_both
     assert not res_typo["ok"] and "bnb_4bit_quant_typ" in res_typo["error"], res_typo
+
+
+def test_fsdp_plugin_is_what_the_recipe_renders(truth_results):
+    """accelerate 1.15's own launcher and FullyShardedDataParallelPlugin, fed an FSDP recipe's
+    rendered accelerate.yaml: FSDP2, full shard, per-layer wrapping, no offload, sharded
+    checkpoints, rank-0 loading, the recipe's precision and process count; FSDP's activation
+    checkpointing follows the value gradient_checkpointing while the trainer file's stays off,
+    so transformers 5.23 never refuses the pair."""
+    seen = 0
+    for (name, sets, fname, check), res in truth_results.items():
+        if check != "accelerate-fsdp":
+            continue
+        r = recipe.load(name)
+        v = dict(r.defaults, **{k: v for k, v in (s.split("=", 1) for s in sets)})
+        facts = res["facts"]
+        assert res["ok"], res
+        assert (facts["use_fsdp"], facts["fsdp_version"], facts["reshard_after_forward"]) == (True, 2, True), facts
+        assert facts["auto_wrap_policy"] == "transformer_auto_wrap_policy" and not facts["cpu_offload"], facts
+        assert facts["state_dict_type"] == "SHARDED_STATE_DICT" and facts["cpu_ram_efficient_loading"], facts
+        assert facts["mixed_precision"] == v["precision"], facts
+        assert facts["num_processes"] == int(v["nodes"]) * int(v["gpus_per_node"]), facts
+        assert facts["num_machines"] == int(v["nodes"]), facts
+        assert facts["activation_checkpointing"] is (str(v["gradient_checkpointing"]).lower() == "true"), facts
+        assert facts["trainer_activation_checkpointing"] is False and not facts["refused_by_transformers"], facts
+        seen += 1
+    if not seen:
+        pytest.skip("no FSDP recipe")

@@ -359,3 +359,20 @@ def test_grpo_two_training_nodes_on_one_machine_train_from_the_multi_node_launch
     for rank, recs in records.items():
         engine = next(r for r in recs if r["event"] == "engine")
         assert engine["world_size"] == 2 and engine["zero_stage"] == 3, engine
+
+
+def test_fsdp_recipe_nodes_2_is_one_flat_fsdp_job():
+    """llama8b-full-h100x8 at nodes=2: accelerate starts 8 processes on each of 2 machines, FSDP2
+    shards over all 16, and launch.sh takes the node's rank and the rendezvous from the environment."""
+    import yaml
+
+    two = _render("llama8b-full-h100x8", ["nodes=2"])
+    acc = yaml.safe_load(two["accelerate.yaml"])
+    assert (acc["num_machines"], acc["num_processes"], acc["fsdp_config"]["fsdp_version"]) == (2, 16, 2)
+    sft = yaml.safe_load(two["sft.yaml"])
+    assert (sft["per_device_train_batch_size"], sft["gradient_accumulation_steps"]) == (4, 2)
+    assert "= 128 sequences per optimizer step" in two["sft.yaml"]
+    launch = two["launch.sh"]
+    for flag in ('--machine_rank "$NODE_RANK"', '--main_process_ip "$MASTER_ADDR"', '--main_process_port "$MASTER_PORT"'):
+        assert flag in launch
+    assert 'NODE_RANK="$SLURM_NODEID"' in two["slurm.sbatch"] and "#SBATCH --nodes=2" in two["slurm.sbatch"]

@@ -119,6 +119,18 @@ def test_recipe_lora_zero2_two_a100():
     assert top.setup.lora_rank == 16 and top.memory.verdict == "fits"
 
 
+def test_recipe_llama8b_full_fsdp2_eight_h100():
+    """Recipe llama8b-full-h100x8 (FSDP2, 4 x 2, FSDP checkpointing, 4,096 tokens, global batch 64):
+    plan finds its setting fitting, and whatever it ranks first is predicted at least as fast and
+    fits too - what the recipe README states (plan prefers no checkpointing at micro batch 1)."""
+    ranked = plan.search(_base("Llama-3.1-8B", "H100-80GB", 8, 1, 4096), "sft", "trl", 64)
+    # plan searches TRL with Liger's fused loss only; the recipe's sharding, split and checkpointing
+    mine = [c for c in ranked if c.setup.framework == "fsdp2" and not c.setup.fsdp_offload and c.setup.micro_batch == 4
+            and c.setup.gradient_checkpointing]
+    assert mine and mine[0].memory.verdict == "fits"
+    assert ranked[0].memory.verdict != "oom" and ranked[0].speed.tokens_per_s >= mine[0].speed.tokens_per_s
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--model", "nope"], "--model"),
     (["--gpus", "8xZ100"], "unknown GPU"),

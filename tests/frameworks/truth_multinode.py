@@ -137,8 +137,14 @@ def _accelerate_ns(argv, cwd):
         if not args.config_file:
             raise ValueError("accelerate launch without --config_file")
         args, defaults, mp_from_config = _validate_launch_command(args)
+        if args.use_fsdp and not args.cpu:
+            # FSDP goes through accelerate's multi_gpu_launcher: its env, then torchrun on these args
+            acc_launch.prepare_multi_gpu_env(args)
+            return acc_launch._filter_args(args, distrib_run.get_args_parser(),
+                                           ["--training_script", args.training_script,
+                                            "--training_script_args", args.training_script_args])
         if not args.use_deepspeed or args.cpu:
-            raise ValueError("accelerate.yaml does not select DeepSpeed")
+            raise ValueError("accelerate.yaml selects neither DeepSpeed nor FSDP")
         # As accelerate's launch_command does before its deepspeed_launcher.
         fields = list(defaults.deepspeed_config.keys()) if defaults else []
         args.deepspeed_fields_from_accelerate_config = ",".join(fields + (["mixed_precision"] if mp_from_config else []))

@@ -70,3 +70,27 @@ def test_full_sft_fsdp2_trains(tmp_path):
     # the two ranks' shards together are the whole model, each weight held once
     facts = [next(r for r in recs if r["event"] == "fsdp") for recs in records.values()]
     assert sum(f["local_numel"] for f in facts) == facts[0]["global_numel"], facts
+
+
+def test_fsdp2_gathers_each_layer_once_in_backward(tmp_path):
+    """What the README says about the old FSDP1 problem (pytorch#105635: the Trainer's
+    checkpointing re-gathered each layer in backward): under torch 2.13's FSDP2 a decoder layer
+    is all-gathered once in backward with or without transformers' checkpointing, because
+    FSDPState._pre_forward skips the unshard while a recompute runs in PRE_BACKWARD."""
+    import json
+    import subprocess
+
+    from ftrecipes import devenv
+    from smoke_harness import FRAMEWORKS
+
+    python = devenv.ensure_env("trl")
+    argv = [str(python), "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
+            str(FRAMEWORKS / "fsdp2_regather.py")]
+    proc = subprocess.run(argv, cwd=tmp_path, env=devenv.run_env("trl"), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = {r["mode"]: r for r in map(json.loads, proc.stdout.strip().splitlines()[-2:])}
+    assert [runs[m]["checkpointing"] for m in ("none", "trainer-checkpointing")] == [False, True], runs
+    for counts in runs.values():
+        # forward: every layer plus the root's embeddings/head; backward: every layer once (the
+        # root stays gathered after forward)
+        assert counts["forward"] == counts["layers"] + 1 and counts["backward"] == counts["layers"], runs

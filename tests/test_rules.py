@@ -137,6 +137,11 @@ CASES = [
     ("fsdp-wrap-class",
      {"acc.yaml": fsdp(WRAP + "LlamaDecoderLayer\n"), "sft.yaml": TRL_SFT.replace("model_name_or_path: m", "model_name_or_path: Qwen/Qwen2.5-7B-Instruct")},
      {"acc.yaml": fsdp(WRAP + "Qwen2DecoderLayer\n"), "sft.yaml": TRL_SFT.replace("model_name_or_path: m", "model_name_or_path: Qwen/Qwen2.5-7B-Instruct")}, {}),
+    # transformers 5.23 refuses FSDP's and the Trainer's checkpointing together; TRL turns the latter on by default
+    ("fsdp-checkpointing-twice", {"acc.yaml": fsdp("fsdp_version: 2\n  fsdp_activation_checkpointing: true\n"), "sft.yaml": TRL_SFT},
+     {"acc.yaml": fsdp("fsdp_version: 2\n  fsdp_activation_checkpointing: true\n"), "sft.yaml": TRL_SFT + "activation_checkpointing: false\n"}, {}),
+    ("fsdp-checkpointing-twice", {"acc.yaml": fsdp("fsdp_version: 2\n  fsdp_activation_checkpointing: true\n"), "sft.yaml": TRL_SFT + "gradient_checkpointing: true\n"},
+     {"acc.yaml": fsdp("fsdp_version: 2\n  fsdp_activation_checkpointing: false\n"), "sft.yaml": TRL_SFT + "gradient_checkpointing: true\n"}, {}),
     # QwenLM/Qwen finetune/finetune_ds.sh passes --evaluation_strategy, which transformers 5 renamed.
     ("removed-trainer-flag",
      {"run.sh": "#!/bin/bash\ntorchrun --nproc_per_node 2 finetune.py --output_dir o --evaluation_strategy no\n"},

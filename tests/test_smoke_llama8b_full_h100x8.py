@@ -67,6 +67,14 @@ def test_full_sft_fsdp2_trains(tmp_path):
         assert len(steps) == STEPS and all(s["state_dtypes"] == ["torch.float32"] for s in steps), steps
         losses = [r["value"] for r in recs if r["event"] == "loss"]
         assert len(losses) >= STEPS and all(isinstance(v, float) and math.isfinite(v) for v in losses), losses
+    # fsdp_cpu_ram_efficient_loading: the shards hold rank 0's weights. transformers 5.23 reads the
+    # checkpoint on every rank anyway (rank 1 holds the same weights before sharding): what the
+    # README's host-RAM paragraph says; a transformers that stops doing so fails here
+    loaded = {rank: next(r for r in recs if r["event"] == "loaded") for rank, recs in records.items()}
+    sharded = {rank: next(r for r in recs if r["event"] == "sharded-embedding") for rank, recs in records.items()}
+    assert all(loaded[rank]["cpu_ram_efficient_loading"] for rank in loaded), loaded
+    assert loaded[1]["embedding_sum"] == loaded[0]["embedding_sum"], loaded
+    assert all(sharded[rank]["embedding_sum"] == loaded[0]["embedding_sum"] for rank in sharded), (loaded, sharded)
     # the two ranks' shards together are the whole model, each weight held once
     facts = [next(r for r in recs if r["event"] == "fsdp") for recs in records.values()]
     assert sum(f["local_numel"] for f in facts) == facts[0]["global_numel"], facts

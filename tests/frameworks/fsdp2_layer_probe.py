@@ -10,6 +10,8 @@ appends JSON lines to $FTRECIPES_PROBE/rank<R>.jsonl (the records ftrecipes_prob
   reshard_after_forward, activation-checkpoint wrappers, and the Trainer's own checkpointing;
 - `forward`: the dtype a decoder layer's linear weight has while it runs (the all-gathered,
   cast copy) and the layer's output dtype;
+- `loaded` / `sharded-embedding`: the input embedding's sum on each rank before sharding (which
+  ranks read the checkpoint) and after (what the shards hold);
 - `loss` per micro step and `step` per optimizer step.
 Activated by sitecustomize only when FTRECIPES_FSDP_PROBE is set; changes no behaviour.
 """
@@ -100,6 +102,15 @@ def _facts(model, world_size):
     }
 
 
+def _embedding_sum(model):
+    """Sum of the input embedding weights (the whole tensor, gathered if sharded): tells which
+    ranks read the checkpoint and whether the shards hold rank 0's weights."""
+    weight = model.get_input_embeddings().weight.detach()
+    if hasattr(weight, "full_tensor"):
+        weight = weight.full_tensor()
+    return float(weight.float().sum().item())
+
+
 def _watch_forward(model):
     """One `forward` record: a decoder layer's first linear weight dtype while it runs (FSDP2's
     all-gathered copy, cast to the policy's param_dtype) and the layer's output dtype."""
@@ -147,8 +158,15 @@ def _patch_accelerator(mod):
     prepare = mod.fsdp2_prepare_model
 
     def probed_prepare(accelerator, model):
+        # where each rank's weights are before sharding: with fsdp_cpu_ram_efficient_loading
+        # transformers reads the checkpoint on rank 0 only and leaves the others on "meta"
+        _out({"event": "loaded", "devices": sorted({p.device.type for p in model.parameters()}),
+              "cpu_ram_efficient_loading": bool(accelerator.state.fsdp_plugin.cpu_ram_efficient_loading),
+              "embedding_sum": _embedding_sum(model)})
         prepared = prepare(accelerator, model)
         try:
+            # full_tensor() all-gathers the sharded embedding: every rank calls it here
+            _out({"event": "sharded-embedding", "embedding_sum": _embedding_sum(prepared)})
             _out(_facts(prepared, int(accelerator.num_processes)))
             _watch_forward(prepared)
         except Exception as exc:  # a probe must never break training

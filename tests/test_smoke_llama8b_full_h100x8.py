@@ -2,18 +2,20 @@
 
 Overrides (recipe.yaml `smoke:`): a tiny random-weight Llama-shaped model and generated
 conversations, gpus_per_node=2 (two processes on gloo), seq_len 64, 4 steps. CPU necessities:
-use_cpu, sdpa attention, no checkpoint saving, and tests/frameworks/cpu_fsdp.py, which lets
-accelerate 1.15 keep its FSDP plugin under MULTI_CPU (its FSDP branch lists only GPU-like
-distributed types); torch 2.13's fully_shard runs on a CPU mesh with gloo.
+use_cpu, sdpa attention, no checkpoint saving, and tests/frameworks/cpu_fsdp.py
+(FTRECIPES_CPU_FSDP=bypass), which makes accelerate's own FSDP assignments on a MULTI_CPU launch
+(its FSDP branch lists only GPU-like distributed types); torch 2.13's fully_shard runs on a CPU
+mesh with gloo.
 
-What the probe (tests/frameworks/fsdp_probe.py) proves from inside the run, on every rank:
-fully_shard was applied to the root and to each decoder layer (FSDPModule), every parameter is a
-DTensor sharded on dim 0 over both ranks and kept in fp32, each layer's MixedPrecisionPolicy
-computes and reduces in bf16 and reshards after forward, each decoder layer is wrapped by FSDP's
-activation checkpointing (CheckpointWrapper) while the Trainer's own checkpointing is off, a
-decoder layer's linear runs with a bf16 weight, AdamW keeps fp32 states, 4 optimizer steps with
-finite losses. Not exercised: NCCL, flash-attention, CUDA streams and the overlap of all-gathers
-with compute, GPU memory, a multi-node launch.
+What the probes (tests/frameworks/fsdp2_probe.py, fsdp2_layer_probe.py) read from the live
+objects, on every rank: fully_shard made the root an FSDPModule and every parameter a DTensor
+sharded on dim 0 over both ranks, kept in fp32 (accelerate's upcast for mixed precision); the
+MixedPrecisionPolicy computes and reduces in bf16; each decoder layer is its own FSDP2 group that
+reshards after forward and sits inside FSDP's CheckpointWrapper while the Trainer's own
+checkpointing is off; a decoder layer's linear runs with a bf16 weight; the shards hold rank 0's
+weights; AdamW keeps fp32 states and fp32 sharded gradients; 4 optimizer steps with finite
+losses. Not exercised: NCCL, flash-attention, CUDA streams and the overlap of all-gathers with
+compute, GPU memory, a multi-node launch.
 """
 
 import math
@@ -47,24 +49,31 @@ def test_full_sft_fsdp2_trains(tmp_path):
     assert sorted(records) == [0, 1], f"ranks seen: {sorted(records)}"
     for rank, recs in records.items():
         assert not [r for r in recs if r["event"] == "probe-error"], recs
-        [f] = [r for r in recs if r["event"] == "fsdp"]
-        assert f["root_is_fsdp_module"] and f["world_size"] == 2, f
-        # every parameter a DTensor, sharded on dim 0 over both ranks; each rank holds about half
-        assert f["params"] == f["dtensor_params"] == f["sharded_dim0_over_world"] == f["trainable"] > 0, f
-        assert f["local_numel"] < f["global_numel"], f
-        # full fine-tuning in bf16 mixed precision: accelerate keeps fp32 shards (master weights)
-        assert f["sharded_dtypes"] == ["torch.float32"], f
-        # one FSDP unit per decoder layer (TRANSFORMER_BASED_WRAP), each resharding after forward
-        assert f["decoder_layers"] == 2 and len(f["layer_units"]) == 2, f
-        for unit in f["layer_units"]:
+        [gate] = [r for r in recs if r["event"] == "cpu-fsdp"]
+        assert gate["was"] == "MULTI_CPU" and gate["fsdp_version"] == 2, gate
+        [f] = [r for r in recs if r["event"] == "fsdp2"]
+        assert f["fsdp_version"] == 2 and f["root_is_fsdp_module"] and f["world_size"] == 2, f
+        # every parameter a DTensor sharded on dim 0 over both ranks, trainable, in fp32 (full FT,
+        # bf16 mixed precision: accelerate keeps fp32 shards and computes in bf16)
+        assert f["all_dtensor"] and f["placements"] == ["['S(0)']"] and f["mesh_size"] == 2, f
+        assert f["trainable_dtypes"] == ["torch.float32"] and f["frozen_dtypes"] == [] and f["lora_params"] == 0, f
+        assert (f["mixed_precision"], f["mp_param_dtype"], f["mp_reduce_dtype"]) == ("bf16", "torch.bfloat16", "torch.bfloat16"), f
+        assert (f["reshard_after_forward"], f["cpu_offload"], f["state_dict_type"]) == (True, "OffloadPolicy", "SHARDED_STATE_DICT"), f
+        # FSDP's activation checkpointing on, the Trainer's off (sft.yaml activation_checkpointing: false)
+        assert f["activation_checkpointing_plugin"] and not f["gradient_checkpointing"], f
+        [layers] = [r for r in recs if r["event"] == "fsdp2-layers"]
+        assert layers["params"] == layers["sharded_dim0_over_world"] == f["trainable_params"], layers
+        assert layers["decoder_layers"] == 2 and layers["checkpoint_wrappers"] == 2, layers
+        for unit in layers["layer_units"]:
             assert unit == {**unit, "reshard_after_forward": True, "param_dtype": "torch.bfloat16",
-                            "reduce_dtype": "torch.bfloat16"}, unit
-        # FSDP's activation checkpointing wraps each layer; the Trainer's own is off (sft.yaml)
-        assert f["checkpoint_wrappers"] == 2 and not f["trainer_gradient_checkpointing"], f
-        [fwd] = [r for r in recs if r["event"] == "forward"]
-        assert fwd["linear_weight"] == "torch.bfloat16" and fwd["layer_output"] == "torch.bfloat16", fwd
+                            "reduce_dtype": "torch.bfloat16"}, layers
+        [fwd] = [r for r in recs if r["event"] == "forward-weight"]
+        assert fwd == {"event": "forward-weight", "linear_weight": "torch.bfloat16", "layer_output": "torch.bfloat16"}, fwd
         steps = [r for r in recs if r["event"] == "step"]
-        assert len(steps) == STEPS and all(s["state_dtypes"] == ["torch.float32"] for s in steps), steps
+        assert [s["global_steps"] for s in steps] == list(range(1, STEPS + 1)), steps
+        assert all(s["grad_dtypes"] == ["torch.float32"] and s["grad_placements"] == ["['S(0)']"] for s in steps), steps
+        states = [r for r in recs if r["event"] == "optimizer-state"]
+        assert len(states) == STEPS and all(s["state_dtypes"] == ["torch.float32"] for s in states), states
         losses = [r["value"] for r in recs if r["event"] == "loss"]
         assert len(losses) >= STEPS and all(isinstance(v, float) and math.isfinite(v) for v in losses), losses
     # fsdp_cpu_ram_efficient_loading: the shards hold rank 0's weights. transformers 5.23 reads the
@@ -76,9 +85,8 @@ def test_full_sft_fsdp2_trains(tmp_path):
     assert loaded[1]["embedding_sum"] == loaded[0]["embedding_sum"], loaded
     assert all(sharded[rank]["embedding_sum"] == loaded[0]["embedding_sum"] for rank in sharded), (loaded, sharded)
     # the two ranks' shards together are the whole model, each weight held once
-    facts = [next(r for r in recs if r["event"] == "fsdp") for recs in records.values()]
-    assert sum(f["local_numel"] for f in facts) == facts[0]["global_numel"], facts
-
+    facts = [next(r for r in recs if r["event"] == "fsdp2") for recs in records.values()]
+    assert sum(f["local_numel"] for f in facts) == facts[0]["full_numel"], facts
 
 def test_fsdp2_gathers_each_layer_once_in_backward(tmp_path):
     """What the README says about the old FSDP1 problem (pytorch#105635: the Trainer's

@@ -207,13 +207,15 @@ def _patch(mod):
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    """Runs a hook right after a named module is first imported (no import of it here)."""
+    """Runs hooks right after a named module is first imported (no import of it here), in the
+    order they were registered: several aids may patch one module (fsdp2_probe and
+    fsdp2_layer_probe both wrap accelerate.accelerator)."""
 
     hooks = {}
 
     def find_spec(self, name, path, target=None):
-        hook = self.hooks.get(name)
-        if hook is None:
+        hooks = self.hooks.get(name)
+        if not hooks:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
@@ -222,14 +224,17 @@ class _Finder(importlib.abc.MetaPathFinder):
 
         def exec_module(module):
             real_exec(module)
-            hook(module)
+            for hook in hooks:
+                hook(module)
 
         spec.loader.exec_module = exec_module
         return spec
 
 
 def on_import(name, hook):
-    _Finder.hooks[name] = hook
+    registered = _Finder.hooks.setdefault(name, [])
+    if hook not in registered:
+        registered.append(hook)
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
 

@@ -194,27 +194,41 @@ def test_trl_launch_check_can_fail(tmp_path):
 
 
 def test_fsdp_plugin_is_what_the_recipe_renders(truth_results):
-    """accelerate 1.15's own launcher and FullyShardedDataParallelPlugin, fed an FSDP recipe's
-    rendered accelerate.yaml: FSDP2, full shard, per-layer wrapping, no offload, sharded
-    checkpoints, rank-0 loading, the recipe's precision and process count; FSDP's activation
-    checkpointing follows the value gradient_checkpointing while the trainer file's stays off,
-    so transformers 5.23 never refuses the pair."""
+    """accelerate 1.15's own launcher and FullyShardedDataParallelPlugin, fed each FSDP recipe's
+    rendered accelerate config (defaults and overrides), build what the file says: version,
+    resharding, wrapping, offload, state-dict type, rank-0 loading, FSDP's checkpointing,
+    precision, processes and machines; and where a TRL file goes with it, transformers 5.23's
+    rule holds (FSDP's and the Trainer's checkpointing are not both on)."""
+    import yaml
+
+    from ftrecipes import render, values
+
     seen = 0
     for (name, sets, fname, check), res in truth_results.items():
         if check != "accelerate-fsdp":
             continue
-        r = recipe.load(name)
-        v = dict(r.defaults, **{k: v for k, v in (s.split("=", 1) for s in sets)})
-        facts = res["facts"]
         assert res["ok"], res
-        assert (facts["use_fsdp"], facts["fsdp_version"], facts["reshard_after_forward"]) == (True, 2, True), facts
-        assert facts["auto_wrap_policy"] == "transformer_auto_wrap_policy" and not facts["cpu_offload"], facts
-        assert facts["state_dict_type"] == "SHARDED_STATE_DICT" and facts["cpu_ram_efficient_loading"], facts
-        assert facts["mixed_precision"] == v["precision"], facts
-        assert facts["num_processes"] == int(v["nodes"]) * int(v["gpus_per_node"]), facts
-        assert facts["num_machines"] == int(v["nodes"]), facts
-        assert facts["activation_checkpointing"] is (str(v["gradient_checkpointing"]).lower() == "true"), facts
-        assert facts["trainer_activation_checkpointing"] is False and not facts["refused_by_transformers"], facts
+        r = recipe.load(name)
+        [text] = [t for f, t in render.render(r, values.parse_sets(r, list(sets))) if f.name == fname]
+        acc = yaml.safe_load(text)
+        fc = {k.removeprefix("fsdp_"): v for k, v in acc["fsdp_config"].items()}
+        facts = res["facts"]
+        assert (facts["use_fsdp"], facts["fsdp_version"]) == (True, int(fc.get("version", 1))), facts
+        assert facts["reshard_after_forward"] is fc.get("reshard_after_forward", True), facts
+        assert facts["auto_wrap_policy"] == {"TRANSFORMER_BASED_WRAP": "transformer_auto_wrap_policy"}.get(
+            fc.get("auto_wrap_policy"), facts["auto_wrap_policy"]), facts
+        assert facts["cpu_offload"] is fc.get("offload_params", False), facts
+        assert facts["state_dict_type"] == fc.get("state_dict_type", "SHARDED_STATE_DICT"), facts
+        assert facts["cpu_ram_efficient_loading"] is fc.get("cpu_ram_efficient_loading", True), facts
+        assert facts["activation_checkpointing"] is fc.get("activation_checkpointing", False), facts
+        assert facts["mixed_precision"] == acc.get("mixed_precision", "no"), facts
+        assert (facts["num_processes"], facts["num_machines"]) == (acc["num_processes"], acc["num_machines"]), facts
+        assert not facts["refused_by_transformers"], facts
+        if name == "llama8b-full-h100x8":
+            # the recipe's point: FSDP's checkpointing follows the value, the Trainer's stays off
+            v = dict(r.defaults, **dict(s.split("=", 1) for s in sets))
+            assert facts["activation_checkpointing"] is (str(v["gradient_checkpointing"]).lower() == "true"), facts
+            assert facts["trainer_activation_checkpointing"] is False, facts
         seen += 1
     if not seen:
         pytest.skip("no FSDP recipe")

@@ -156,3 +156,19 @@ def test_config_mode_merges_fsdp_checkpointing_in_any_order(order):
     assert (out["framework"], out["gradient_checkpointing"], out["fsdp_offload"]) == ("fsdp2", True, False)
     _, trl_only = configs.read([str(folder / "sft.yaml")])
     assert (trl_only["framework"], trl_only["gradient_checkpointing"]) == ("ddp", False)
+
+
+def test_fsdp_recipe_readme_verdicts():
+    """The verdicts llama8b-full-h100x8's README quotes (memory and plan sections)."""
+    from ftrecipes import values
+
+    r = recipe.load(FSDP_RECIPE)
+
+    def verdict(*sets):
+        return recipe_memory.estimate(r, values.parse_sets(r, list(sets))).to_json()["verdict"]
+
+    assert verdict() == "fits"
+    assert verdict("micro_batch_size=8", "grad_accum=1") == "oom"
+    assert verdict("gradient_checkpointing=false", "micro_batch_size=1", "grad_accum=8") == "fits"
+    assert verdict("gradient_checkpointing=false", "micro_batch_size=1", "grad_accum=8", "seq_len=8192") == "oom"
+    assert verdict("seq_len=8192", "micro_batch_size=2", "grad_accum=4") == "fits"

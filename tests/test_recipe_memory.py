@@ -168,7 +168,8 @@ def test_fsdp_recipe_readme_verdicts():
         return recipe_memory.estimate(r, values.parse_sets(r, list(sets))).to_json()["verdict"]
 
     assert verdict() == "fits"
-    assert verdict("micro_batch_size=8", "grad_accum=1") == "oom"
+    assert verdict("micro_batch_size=8", "grad_accum=1") == "fits"
+    assert verdict("gradient_checkpointing=false") == "oom"
     assert verdict("gradient_checkpointing=false", "micro_batch_size=1", "grad_accum=8") == "fits"
     assert verdict("gradient_checkpointing=false", "micro_batch_size=1", "grad_accum=8", "seq_len=8192") == "oom"
     assert verdict("seq_len=8192", "micro_batch_size=2", "grad_accum=4") == "fits"

@@ -4,6 +4,8 @@ Inputs are generated here, in a temporary folder:
 - a DeepSpeed JSON with 100,000 extra top-level keys (each one an unknown-key finding);
 - a 10 MB DeepSpeed JSON (a few keys and one long list of numbers under an unknown key);
 - a 9 MB TRL YAML (a real TRL config plus 300,000 extra keys), and 280,000 of them with quoted values;
+- a 9 MB TRL YAML whose bulk is one list of 178,000 mappings (block and flow style alternating),
+  each with a key TRL does not know: outside the line reader's subset, one finding per item;
 - a folder of 5,000 small files: DeepSpeed JSON, accelerate and TRL YAML, launch scripts,
   in 100 sub-folders (each sub-folder one setup of 50 files).
 
@@ -58,6 +60,9 @@ def make_inputs(tmp):
     # The same keys with quoted values: outside the block-mapping subset sources._block_mapping
     # reads line by line, so PyYAML's events (libyaml) carry it.
     (tmp / "nine_mb_quoted.yaml").write_text(TRL + "".join(f'extra_setting_{i}: "value {i}"\n' for i in range(280_000)))
+    items = "".join(f"  - {{name: ds_{i}, split: train, weight: 0.5}}\n" if i % 2
+                    else f"  - name: ds_{i}\n    split: train\n    weight: 0.5\n" for i in range(178_000))
+    (tmp / "nine_mb_list.yaml").write_text(TRL + "datasets:\n" + items)
     folder = tmp / "many"
     for d in range(100):
         sub = folder / f"setup{d:03d}"
@@ -73,6 +78,7 @@ def make_inputs(tmp):
         ("10 MB DeepSpeed JSON", [tmp / "ten_mb.json"]),
         ("9 MB TRL YAML", [tmp / "nine_mb.yaml"]),
         ("10 MB TRL YAML, quoted values", [tmp / "nine_mb_quoted.yaml"]),
+        ("9 MB TRL YAML, a list of 178,000 mappings", [tmp / "nine_mb_list.yaml"]),
         ("folder of 5,000 files", [folder]),
     ]
 

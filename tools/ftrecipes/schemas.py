@@ -207,11 +207,18 @@ _MAX_SUGGESTIONS = 50
 
 def suggest(word, choices):
     """'did you mean' for a misspelled key, or '' when nothing is close."""
-    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return _suggest(str(word), tuple(str(c) for c in choices))
+
+
+@functools.lru_cache(maxsize=4096)
+def _suggest(word, choices):
+    # Cached: a big config repeats the same unknown key in every list item (a 9 MB YAML of
+    # 180k dataset entries asked difflib the same question 180k times, ~4 s).
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     if not close:
         # Prefix/suffix slips (a stray 's', a dropped '_per_gpu') are common in configs.
-        low = str(word).lower()
-        close = [c for c in choices if low.startswith(str(c).lower()) or str(c).lower().startswith(low)][:1]
+        low = word.lower()
+        close = [c for c in choices if low.startswith(c.lower()) or c.lower().startswith(low)][:1]
     return f"; did you mean '{close[0]}'?" if close else ""
 
 

@@ -234,7 +234,7 @@ def check_expressed(s) -> list[str]:
     if s.mixed_precision not in MIXED_PRECISIONS:
         raise ValueError(f"mixed_precision must be one of no, bf16, fp16, got {s.mixed_precision!r}")
     if s.accelerate_version:
-        from ..versions import parse
+        from ..pep440 import parse
 
         try:
             parse(s.accelerate_version)
@@ -333,7 +333,7 @@ def fsdp2_upcast(s) -> str:
     """What accelerate's FSDP2 preparation casts to fp32: "all" | "trainable" | "none"."""
     if s.framework != "fsdp2" or s.precision == "fp32" or not mixed_precision_on(s):
         return "none"
-    from ..versions import parse
+    from ..pep440 import parse
 
     v = parse(accelerate_version(s))  # check_expressed has refused a malformed one
     return next(cast for before, cast in _FSDP2_UPCAST if before is None or v < parse(before))

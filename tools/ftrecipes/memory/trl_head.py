@@ -28,7 +28,7 @@ figure smaller. Derived from the source, not traced: the CUDA path needs Triton.
 """
 from __future__ import annotations
 
-import re
+from ..pep440 import parse
 
 # The release tests/envs/trl/requirements.txt pins and every TRL recipe's supported range starts
 # at: an estimate without a stated TRL version is about that release (test_memory_trl_head checks
@@ -51,18 +51,13 @@ TRL_KERNELS = ("trl-fused", "trl-chunked-logprob", "trl-chunked-nll")
 LOSS_TYPES = ("", "nll", "dft", "chunked_nll")  # SFTConfig.loss_type across 1.x ("": unset)
 
 
-def _release(version: str) -> tuple:
-    """"1.14.2" -> (1, 14, 2); the memory model runs where ftrecipes.versions' imports may be
-    missing (a stack venv tracing a step), so only the release numbers are read here."""
-    m = re.match(r"\s*v?(\d+(?:\.\d+)*)", version or TRL_DEFAULT)
-    if not m:
-        raise ValueError(f"trl_version must be a release such as 1.16.0, got {version!r}")
-    parts = [int(x) for x in m.group(1).split(".")][:3]
-    return tuple(parts + [0] * (3 - len(parts)))
-
-
 def _at_least(version: str, since: str) -> bool:
-    return _release(version) >= _release(since)
+    # pep440 needs only the standard library: the memory model also runs in a stack venv
+    # tracing a step, where ftrecipes.versions' jsonschema may be missing.
+    try:
+        return parse(version or TRL_DEFAULT) >= parse(since)
+    except ValueError:
+        raise ValueError(f"trl_version must be a release such as 1.16.0, got {version!r}") from None
 
 
 def vllm_mode_default(version: str) -> str:

@@ -38,6 +38,13 @@ def deepspeed_unknown(job):
 @check("unknown-key-accelerate")
 def accelerate_unknown(job):
     """ClusterConfig.from_yaml_file, then `accelerate launch`'s own validation of the loaded file."""
+    _accelerate_launch_args(lambda base: _nested(base, job["section"]))
+    return {}
+
+
+def _accelerate_launch_args(edit):
+    """A DeepSpeed accelerate config, changed by edit(base), written to a file, loaded by
+    ClusterConfig.from_yaml_file and validated as `accelerate launch` does; its namespace."""
     import yaml
     from accelerate.commands.launch import _validate_launch_command, launch_command_parser
 
@@ -45,10 +52,10 @@ def accelerate_unknown(job):
             "machine_rank": 0, "num_machines": 1, "mixed_precision": "no", "use_cpu": True,
             "deepspeed_config": {"zero_stage": 2}}
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
-        yaml.safe_dump(_nested(base, job["section"]), fh)
+        yaml.safe_dump(edit(base), fh)
     args = launch_command_parser().parse_args(["--config_file", fh.name, "train.py"])
     _validate_launch_command(args)
-    return {}
+    return args
 
 
 @check("unknown-key-trl")
@@ -179,16 +186,7 @@ def pydantic_lax(job):
 @check("value-accelerate")
 def accelerate_value(job):
     """ClusterConfig.from_yaml_file and `accelerate launch`'s validation, as for unknown keys."""
-    import yaml
-    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
-
-    base = {"compute_environment": "LOCAL_MACHINE", "distributed_type": "DEEPSPEED", "num_processes": 2,
-            "machine_rank": 0, "num_machines": 1, "mixed_precision": "no", "use_cpu": True,
-            "deepspeed_config": {"zero_stage": 2}}
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
-        yaml.safe_dump(_set(base, job["path"], job["value"]), fh)
-    args = launch_command_parser().parse_args(["--config_file", fh.name, "train.py"])
-    _validate_launch_command(args)
+    args = _accelerate_launch_args(lambda base: _set(base, job["path"], job["value"]))
     # launch copies a section's keys onto the namespace under their own names.
     return {"held": getattr(args, job["path"][-1], None)}
 

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,15 +50,37 @@ class Case:
     lora_rank: int = 0
     method: str = "sft"
     quantization: str = "none"
+    layers: int = 0             # 0: the model's own depth; fewer where host RAM cannot hold the offloaded states
+    grad_accum: int = 1         # micro-batches per optimizer step (DeepSpeed cases)
 
 
+# Offloading an 8B model's optimizer keeps 16 bytes per parameter in host RAM (fp32 master,
+# momentum, variance, fp32 gradient partition): 128 GB for Llama-3-8B, all a 128 GB GPU host has.
+# The offload cases therefore keep Llama-3-8B's width and vocabulary with 16 of its 32 layers;
+# the estimate is taken for that same config, so the comparison is like for like.
 CASES = [
     Case("pm4-zero2", "Llama-3-8B", "deepspeed", zero_stage=2),
-    Case("pm4-zero2-adam-offload", "Llama-3-8B", "deepspeed", zero_stage=2, offload_optimizer="cpu"),
-    Case("zero3-offload", "Llama-3-8B", "deepspeed", zero_stage=3, offload_optimizer="cpu", offload_param="cpu"),
+    Case("pm4-zero2-adam-offload", "Llama-3-8B", "deepspeed", zero_stage=2, offload_optimizer="cpu", layers=16),
+    Case("zero3-offload", "Llama-3-8B", "deepspeed", zero_stage=3, offload_optimizer="cpu", offload_param="cpu",
+         layers=16),
+    Case("zero3-offload-s8192", "Llama-3-8B", "deepspeed", zero_stage=3, offload_optimizer="cpu",
+         offload_param="cpu", layers=16, seq_len=8192),
     Case("lora-r16", "Llama-3-8B", "torch", lora_rank=16),
+    Case("lora-r16-s8192", "Llama-3-8B", "torch", lora_rank=16, seq_len=8192),
+    Case("lora-r16-no-ckpt", "Llama-3-8B", "torch", lora_rank=16, gradient_checkpointing=False),
     Case("dpo-lora-r16", "Llama-3-8B", "torch", lora_rank=16, method="dpo"),
     Case("qlora-r16", "Llama-3-8B", "torch", lora_rank=16, quantization="4bit"),
+    Case("qwen2.5-7b-lora-r16", "Qwen2.5-7B", "torch", lora_rank=16),
+    # full fine-tuning under ZeRO-3 without offload, Qwen2.5-7B's width and vocabulary on 8 of its
+    # 28 layers (16 bytes per parameter must fit one card): how the peak grows with tokens
+    Case("qwen2.5-7b-8l-full-zero3", "Qwen2.5-7B", "deepspeed", zero_stage=3, layers=8),
+    Case("qwen2.5-7b-8l-full-zero3-s8192", "Qwen2.5-7B", "deepspeed", zero_stage=3, layers=8, seq_len=8192),
+    # ZeRO-1/2 on the same config (their setup transients, bench/gpu_calibrate.md), and Adam
+    # offload with gradient accumulation (the host-side accumulation between boundaries)
+    Case("qwen2.5-7b-8l-full-zero2", "Qwen2.5-7B", "deepspeed", zero_stage=2, layers=8),
+    Case("qwen2.5-7b-8l-full-zero1", "Qwen2.5-7B", "deepspeed", zero_stage=1, layers=8),
+    Case("qwen2.5-7b-8l-zero2-offload-ga2", "Qwen2.5-7B", "deepspeed", zero_stage=2, offload_optimizer="cpu",
+         layers=8, grad_accum=2),
 ]
 # The self-test's stand-in: a Llama config small enough for a CPU step in seconds.
 TINY = dict(model_type="llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -82,7 +104,10 @@ class Meter:
     def stop(self) -> dict:
         if self.cuda:
             self.torch.cuda.synchronize()
-            return {"allocated": self.torch.cuda.max_memory_allocated(), "reserved": self.torch.cuda.max_memory_reserved()}
+            free, total = self.torch.cuda.mem_get_info()
+            # card: what nvidia-smi would show now (context, NCCL, cuBLAS workspaces, reserve)
+            return {"allocated": self.torch.cuda.max_memory_allocated(), "reserved": self.torch.cuda.max_memory_reserved(),
+                    "card_now": total - free, "reserved_now": self.torch.cuda.memory_reserved()}
         with open("/proc/self/statm") as f:
             rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         return {"allocated": rss, "reserved": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
@@ -94,7 +119,10 @@ def hf_config(case: Case, tiny: bool) -> dict:
     from ftrecipes.memory.catalog import model
 
     shape = model(case.model)
-    return dict(shape.hf_config, num_key_value_heads=shape.num_key_value_heads)
+    cfg = dict(shape.hf_config, num_key_value_heads=shape.num_key_value_heads)
+    if case.layers:
+        cfg["num_hidden_layers"] = case.layers
+    return cfg
 
 
 def ds_config(case: Case, device: str) -> dict:
@@ -105,20 +133,20 @@ def ds_config(case: Case, device: str) -> dict:
         zero["offload_param"] = {"device": case.offload_param, "pin_memory": True}
     # FusedAdam needs CUDA; on the CPU accelerator (self-test) torch's AdamW runs instead
     adam = {"lr": 1e-5, "torch_adam": device == "cpu" and case.offload_optimizer == "none"}
-    return {"train_micro_batch_size_per_gpu": case.micro_batch, "gradient_accumulation_steps": 1,
-            "train_batch_size": case.micro_batch, "bf16": {"enabled": True}, "zero_optimization": zero,
+    return {"train_micro_batch_size_per_gpu": case.micro_batch, "gradient_accumulation_steps": case.grad_accum,
+            "train_batch_size": case.micro_batch * case.grad_accum, "bf16": {"enabled": True}, "zero_optimization": zero,
             "optimizer": {"type": "AdamW", "params": adam}, "steps_per_print": 10 ** 9}
 
 
-def build_model(case: Case, cfg: dict, device: str, ds: dict | None):
+def build_model(case: Case, cfg: dict, device: str, ds: dict | None, checkpoint: str | None = None):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     conf = AutoConfig.for_model(**cfg)
     conf._attn_implementation = attn_implementation(device)
-    if case.quantization != "none":
-        return quantized_model(conf, device)
-    if ds is not None and case.zero_stage == 3:
+    if checkpoint:
+        model = quantized_model(checkpoint, device)
+    elif ds is not None and case.zero_stage == 3:
         import deepspeed
 
         with deepspeed.zero.Init(config_dict_or_path=ds):
@@ -126,6 +154,9 @@ def build_model(case: Case, cfg: dict, device: str, ds: dict | None):
     else:
         with torch.device(device):
             model = AutoModelForCausalLM.from_config(conf, dtype=torch.bfloat16)
+    # from_pretrained (the QLoRA path) returns the model in eval mode, where transformers skips
+    # gradient checkpointing; a trainer calls train() before its first step
+    model.train()
     if case.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = False
@@ -139,16 +170,30 @@ def build_model(case: Case, cfg: dict, device: str, ds: dict | None):
     return model
 
 
-def quantized_model(conf, device: str):
-    """QLoRA's base: random bf16 weights saved once, reloaded through bitsandbytes (NF4, bf16
-    compute), since quantization happens in from_pretrained only."""
+def save_random_checkpoint(cfg: dict, device: str, folder: str) -> str:
+    """QLoRA's base: random bf16 weights saved once (quantization happens in from_pretrained
+    only), built before the meter starts and freed, so no phase counts the bf16 copy."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**cfg), dtype=torch.bfloat16)
+    model.save_pretrained(folder)
+    del model
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return folder
+
+
+def quantized_model(checkpoint: str, device: str):
+    """The saved base reloaded through bitsandbytes: NF4 weights, bf16 compute. Like TRL's
+    SFTTrainer (1.x), no prepare_model_for_kbit_training: norms, embeddings and LM head stay bf16."""
     import torch
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
-    with tempfile.TemporaryDirectory() as d:
-        AutoModelForCausalLM.from_config(conf, dtype=torch.bfloat16).save_pretrained(d)
-        q = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16)
-        return AutoModelForCausalLM.from_pretrained(d, quantization_config=q, dtype=torch.bfloat16, device_map={"": device})
+    q = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16)
+    return AutoModelForCausalLM.from_pretrained(checkpoint, quantization_config=q, dtype=torch.bfloat16,
+                                                device_map={"": device})
 
 
 def attn_implementation(device: str) -> str:
@@ -204,9 +249,11 @@ def measure(case: Case, device: str, tiny: bool) -> dict:
 
         deepspeed.init_distributed(dist_backend="nccl" if device == "cuda" else "gloo")
     phase = "setup"
+    scratch = tempfile.TemporaryDirectory()
+    checkpoint = save_random_checkpoint(cfg, device, scratch.name) if case.quantization != "none" else None
     try:
         meter.start()
-        model = build_model(case, cfg, device, ds)
+        model = build_model(case, cfg, device, ds, checkpoint)
         if ds is not None:
             params = [p for p in model.parameters() if p.requires_grad]
             engine, *_ = deepspeed.initialize(model=model, model_parameters=params, config=ds)
@@ -216,37 +263,54 @@ def measure(case: Case, device: str, tiny: bool) -> dict:
         out["setup"] = meter.stop()
         ids = batch(case, cfg, device)
         for step in (1, 2):
-            for phase in ("forward", "backward", "step"):
-                meter.start()
-                if phase == "forward":
-                    loss = loss_of(engine, ids, case)
-                elif phase == "backward":
-                    engine.backward(loss) if ds is not None else loss.backward()
-                elif ds is not None:
-                    engine.step()
-                else:
-                    opt.step()
-                    opt.zero_grad(set_to_none=True)
-                peak = meter.stop()
-                out[phase if step == 1 else f"{phase} (step 2)"] = peak
+            # DeepSpeed's engine.step() is called after every micro-batch and updates at the boundary
+            for _micro in range(case.grad_accum if ds is not None else 1):
+                for phase in ("forward", "backward", "step"):
+                    meter.start()
+                    if phase == "forward":
+                        loss = loss_of(engine, ids, case)
+                    elif phase == "backward":
+                        engine.backward(loss) if ds is not None else loss.backward()
+                    elif ds is not None:
+                        engine.step()
+                    else:
+                        opt.step()
+                        opt.zero_grad(set_to_none=True)
+                    peak, key = meter.stop(), phase if step == 1 else f"{phase} (step 2)"
+                    out[key] = {k: max(v, out.get(key, {}).get(k, 0)) for k, v in peak.items()}
     except torch.OutOfMemoryError:
         out["oom"] = phase
     out["meter"] = meter.kind
     return out
 
 
-def estimate_phases(case: Case, gpu: str, tiny_config: str | None) -> dict:
+def estimate_phases(case: Case, gpu: str, model_path: str | None) -> dict:
+    """The estimate for the case as run: per phase and overall, allocated / reserved / card.
+    The CUDA context is left out of the allocator figures (torch does not count it) and kept
+    in the card figure, which is what nvidia-smi would show."""
     from ftrecipes.memory import Setup, estimate
+    from ftrecipes.memory.estimate import CUDA_CONTEXT
 
-    s = Setup(model=tiny_config or case.model, gpu=gpu, gpus=1, seq_len=case.seq_len, micro_batch=case.micro_batch,
+    s = Setup(model=model_path or case.model, gpu=gpu, gpus=1, seq_len=case.seq_len, micro_batch=case.micro_batch,
               precision="bf16", zero_stage=case.zero_stage, offload_optimizer=case.offload_optimizer,
               offload_param=case.offload_param, gradient_checkpointing=case.gradient_checkpointing,
               attn_implementation="sdpa", lora_rank=case.lora_rank, method=case.method,
               framework="deepspeed" if case.engine == "deepspeed" else "torch", quantization=case.quantization,
-              trainer="trl", cuda_context_bytes=0)
+              trainer="", cuda_context_bytes=0, grad_accum=case.grad_accum)  # the loss below is transformers' own, no trainer's
     r = estimate(s)
+    card = estimate(replace(s, cuda_context_bytes=CUDA_CONTEXT)).gpu_card_bytes
     return {"phases": {p.name: p.total_bytes for p in r.phases}, "peak": r.gpu_peak_bytes, "verdict": r.verdict,
-            "gpu_bytes": r.gpu_bytes}
+            "gpu_bytes": r.gpu_bytes, "allocated": r.gpu_allocated_bytes, "reserved": r.gpu_reserved_bytes,
+            "card": card}
+
+
+def model_path_for(case: Case, folder: str, tiny: bool) -> str | None:
+    """A config.json for cases the catalog has no name for (the tiny stand-in, fewer layers)."""
+    if not (tiny or case.layers):
+        return None
+    path = Path(folder) / f"{case.name}.json"
+    path.write_text(json.dumps(hf_config(case, tiny)))
+    return str(path)
 
 
 def gpu_name() -> str:
@@ -290,28 +354,48 @@ def skip_reason(case: Case, device: str) -> str | None:
     return None
 
 
-def report(rows: list, device: str, gpu: str, meter: str) -> str:
-    lines = ["# GPU calibration: measured peak memory per phase vs `ftrecipes estimate`", "",
-             f"Device: {device} ({gpu}); meter: {meter}. GiB per phase; error = estimate / allocated - 1.", "",
+def _gib(x) -> str:
+    return f"{x / GiB:.2f}" if x else "-"
+
+
+def _err(est, meas) -> str:
+    return f"{est / meas - 1:+.1%}" if est and meas else "n/a"
+
+
+def report(rows: list, header: str) -> str:
+    """Per phase: measured allocated / reserved and the estimate's phase figure; per case: the
+    overall peaks against the estimate's allocated, reserved and card figures and its verdict."""
+    lines = ["# GPU calibration: measured peak memory per phase vs `ftrecipes estimate`", "", header, "",
+             "GiB. Phase rows: torch's max_memory_allocated / max_memory_reserved during the phase and the "
+             "estimate's phase total (CUDA context left out). Case rows: the run's peaks against the "
+             "estimate's allocated / reserved figures; card = what the GPU held (mem_get_info) at the "
+             "peak phase's end vs the estimate's card figure (context included).", "",
              "| case | phase | allocated | reserved | estimate | error |", "|---|---|---:|---:|---:|---:|"]
     for case, meas, est in rows:
         if "skipped" in meas or "error" in meas:
             lines.append(f"| {case.name} | - | {meas.get('skipped') or meas['error']} | | | |")
             continue
-        for ph in [p for p in meas if isinstance(meas[p], dict)]:
+        cuda = meas.get("meter") == "cuda"
+        phases = [p for p in meas if isinstance(meas[p], dict)]
+        for ph in phases:
             e = est["phases"].get(ph.split(" ")[0])
             if ph.endswith("(step 2)") and ph.startswith(("forward", "backward")):
                 e = est["peak"]
             a = meas[ph]["allocated"]
             # a CPU process's resident set is not what the estimate counts: no error figure then
-            err = f"{e / a - 1:+.1%}" if e and a and meas.get("meter") == "cuda" else "n/a"
-            lines.append(f"| {case.name} | {ph} | {a / GiB:.2f} | {meas[ph]['reserved'] / GiB:.2f} | "
-                         f"{(e or 0) / GiB:.2f} | {err} |")
-        if "oom" in meas:
-            lines.append(f"| {case.name} | OOM in {meas['oom']} | | | {est['peak'] / GiB:.2f} | estimate: {est['verdict']} |")
-        else:
-            lines.append(f"| {case.name} | ran ({meas['seconds']:.0f} s) | | | {est['peak'] / GiB:.2f} | "
+            lines.append(f"| {case.name} | {ph} | {_gib(a)} | {_gib(meas[ph]['reserved'])} | {_gib(e)} | "
+                         f"{_err(e, a) if cuda else 'n/a'} |")
+        outcome = f"OOM in {meas['oom']}" if "oom" in meas else f"ran ({meas['seconds']:.0f} s)"
+        if phases and cuda:
+            alloc = max(meas[p]["allocated"] for p in phases)
+            res = max(meas[p]["reserved"] for p in phases)
+            card = max(meas[p].get("card_now", 0) for p in phases)
+            lines.append(f"| {case.name} | **{outcome}**: peak allocated / reserved / card | {_gib(alloc)} | "
+                         f"{_gib(res)} / {_gib(card)} | {_gib(est['allocated'])} / {_gib(est['reserved'])} / "
+                         f"{_gib(est['card'])} | {_err(est['allocated'], alloc)} / {_err(est['reserved'], res)}; "
                          f"estimate: {est['verdict']} |")
+        else:
+            lines.append(f"| {case.name} | **{outcome}** | | | {_gib(est['peak'])} | estimate: {est['verdict']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -320,6 +404,9 @@ def main(argv=None) -> int:
     ap.add_argument("--self-test", action="store_true", help="tiny model on the CPU, same code path")
     ap.add_argument("--cases", help="comma-separated case names (default: all)")
     ap.add_argument("--out", help="markdown report (default: bench/gpu_calibrate.md; self-test: stdout only)")
+    ap.add_argument("--measurements", help="JSON file the measurements are appended to, case by case")
+    ap.add_argument("--from-json", nargs="+", metavar="JSON",
+                    help="no runs: re-render the report from saved measurements with today's estimate")
     ap.add_argument("--run-case", help=argparse.SUPPRESS)
     ap.add_argument("--device", help=argparse.SUPPRESS)
     ap.add_argument("--json", help=argparse.SUPPRESS)
@@ -329,6 +416,8 @@ def main(argv=None) -> int:
         res = measure(Case(**json.loads(a.run_case)), a.device, a.tiny)
         Path(a.json).write_text(json.dumps(res))
         return 0
+    if a.from_json:
+        return rerender(a)
     import torch
 
     device = "cuda" if torch.cuda.is_available() and not a.self_test else "cpu"
@@ -338,37 +427,79 @@ def main(argv=None) -> int:
     return calibrate(a, device)
 
 
+def environment(device: str) -> dict:
+    import torch
+
+    env = {"device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu", "torch": torch.__version__}
+    for mod in ("deepspeed", "transformers", "peft", "bitsandbytes"):
+        try:
+            env[mod] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001 - a missing package is recorded, not fatal
+            env[mod] = "absent"
+    if device == "cuda":
+        env["gpu"] = gpu_name()
+    return env
+
+
+def header_of(env: dict, meter: str) -> str:
+    versions = ", ".join(f"{k} {v}" for k, v in env.items() if k not in ("device", "gpu"))
+    return f"Device: {env['device']} (catalog: {env.get('gpu', 'n/a')}); {versions}; meter: {meter}."
+
+
 def calibrate(a, device: str) -> int:
     names = a.cases.split(",") if a.cases else [c.name for c in CASES]
     unknown = [n for n in names if n not in {c.name for c in CASES}]
     if unknown:
         print(f"unknown case(s): {', '.join(unknown)}", file=sys.stderr)
         return 2
-    gpu = gpu_name() if device == "cuda" else "A100-80GB"
+    env_info = environment(device)
+    gpu = env_info.get("gpu", "A100-80GB")
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("MASTER_PORT", "29517"),
                RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
-    rows = []
+    rows, saved = [], []
     with tempfile.TemporaryDirectory() as d:
-        tiny_config = None
-        if a.self_test:
-            tiny_config = str(Path(d) / "config.json")
-            Path(tiny_config).write_text(json.dumps(TINY))
         for case in CASES:
             if case.name not in names:
                 continue
             if a.self_test:
-                case = Case(**{**asdict(case), "model": "tiny-llama", "seq_len": 32})
+                case = Case(**{**asdict(case), "model": "tiny-llama", "seq_len": 32, "layers": 0})
             why = skip_reason(case, device)
             meas = {"skipped": f"skipped: {why}"} if why else run_case(case, device, a.self_test, env)
-            rows.append((case, meas, estimate_phases(case, gpu, tiny_config)))
+            rows.append((case, meas, estimate_phases(case, gpu, model_path_for(case, d, a.self_test))))
+            saved.append({"case": asdict(case), "measured": meas})
             print(f"{case.name}: {json.dumps(meas)[:400]}", flush=True)
+            if a.measurements:
+                Path(a.measurements).write_text(json.dumps({"environment": env_info, "runs": saved}, indent=1))
     meters = {m.get("meter") for _c, m, _e in rows if m.get("meter")}
-    text = report(rows, device, gpu, ", ".join(sorted(meters)) or "none")
+    text = report(rows, header_of(env_info, ", ".join(sorted(meters)) or "none"))
     print(text)
     out = a.out or (None if a.self_test else str(ROOT / "bench" / "gpu_calibrate.md"))
     if out:
         Path(out).write_text(text, encoding="utf-8")
     return 1 if any("error" in m for _c, m, _e in rows) else 0
+
+
+def rerender(a) -> int:
+    """Report from saved measurements (one or more runs on the same GPU), estimates recomputed."""
+    rows, env_info, meters, notes = [], None, set(), []
+    with tempfile.TemporaryDirectory() as d:
+        for path in a.from_json:
+            data = json.loads(Path(path).read_text())
+            env_info = env_info or data["environment"]
+            names = ", ".join(r["case"]["name"] for r in data["runs"])
+            notes.append(f"- `{Path(path).name}`: {names}." + (f" {data['note']}." if data.get("note") else ""))
+            for run in data["runs"]:
+                case, meas = Case(**run["case"]), run["measured"]
+                meters.add(meas.get("meter") or "none")
+                rows.append((case, meas, estimate_phases(case, env_info.get("gpu", "A100-80GB"),
+                                                         model_path_for(case, d, False))))
+    header = header_of(env_info, ", ".join(sorted(meters)))
+    text = report(rows, header + "\n\nMeasurements (kept as measured; the estimate is recomputed by "
+                  "`python bench/gpu_calibrate.py --from-json FILES`):\n" + "\n".join(notes))
+    print(text)
+    if a.out:
+        Path(a.out).write_text(text, encoding="utf-8")
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,55 @@
+"""The memory model against real H100 measurements (bench/gpu_calibrate/*.json, made by
+bench/gpu_calibrate.py on one H100 80GB with DeepSpeed 0.19.8, transformers 5.17, peft 0.21,
+bitsandbytes 0.50.2; bench/gpu_calibrate.md is the report). The measurements are data; every
+assertion recomputes today's estimate for the case as run and compares it with torch's
+max_memory_allocated. What each group proves:
+- DeepSpeed ZeRO-1/2 setup (flatten copy, master clone, the fp32 zero gradient) within 1 %;
+- whole-run allocated peak within 5 % where the model claims to be exact (no DeepSpeed, or
+  ZeRO-1/2 without offload); ZeRO-3 with parameter offload is a known weakness (the README's
+  accuracy section says so) and is held only to the verdict;
+- every run that ran is not called oom, every run that hit an OOM is."""
+
+import json
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+import gpu_calibrate  # noqa: E402
+
+RUNS = sorted((ROOT / "bench" / "gpu_calibrate").glob("*.json"))
+
+
+def _cases():
+    out = []
+    for path in RUNS:
+        data = json.loads(path.read_text())
+        for run in data["runs"]:
+            out.append(pytest.param(gpu_calibrate.Case(**run["case"]), run["measured"], data["environment"],
+                                    id=f"{path.stem}:{run['case']['name']}"))
+    return out
+
+
+def _estimate(case, env, tmp_path):
+    return gpu_calibrate.estimate_phases(case, env["gpu"], gpu_calibrate.model_path_for(case, str(tmp_path), False))
+
+
+def _peak(measured):
+    return max(v["allocated"] for v in measured.values() if isinstance(v, dict))
+
+
+def test_calibration_data_is_present():
+    assert len(RUNS) >= 3 and sum(len(json.loads(p.read_text())["runs"]) for p in RUNS) >= 14
+
+
+@pytest.mark.parametrize("case, measured, env", _cases())
+def test_estimate_against_h100_measurement(case, measured, env, tmp_path):
+    est = _estimate(case, env, tmp_path)
+    assert ("oom" in measured) == (est["verdict"] == "oom"), (case.name, est["verdict"])
+    if case.engine == "deepspeed" and case.zero_stage in (1, 2):
+        assert est["phases"]["setup"] == pytest.approx(measured["setup"]["allocated"], rel=0.01)
+    exact = case.engine == "torch" or (case.zero_stage in (1, 2) and case.offload_optimizer == "none")
+    if exact and "oom" not in measured:
+        assert est["allocated"] == pytest.approx(_peak(measured), rel=0.05), case.name

@@ -5,6 +5,8 @@ import argparse
 import json
 import xml.etree.ElementTree as ET
 
+from dataclasses import replace
+
 import pytest
 from ftrecipes.memory import Setup, estimate, estimate_from_config, render_svg, render_text
 from ftrecipes.memory import cli as memory_cli
@@ -181,11 +183,19 @@ def test_zero_offload_tutorial_10b_on_one_v100_is_not_oom():
     """https://www.deepspeed.ai/tutorials/zero-offload/: a 10B GPT-2 (50 layers, hidden 4096) trains
     on one 32 GB V100 with ZeRO-2 + offload_optimizer cpu, fp16, batch 10, checkpointed activations;
     nvidia-smi showed 32290 MiB in use. Parameter count as in bench/published_memory/cases.yaml."""
-    r = estimate(Setup(params=10_279_239_680, gpu="V100-32GB", gpus=1, precision="fp16", zero_stage=2,
-                       offload_optimizer="cpu", gradient_checkpointing=True, micro_batch=10, seq_len=1024))
+    tutorial = Setup(params=10_279_239_680, gpu="V100-32GB", gpus=1, precision="fp16", zero_stage=2,
+                     offload_optimizer="cpu", gradient_checkpointing=True, micro_batch=10, seq_len=1024,
+                     deepspeed_version="0.3.0")  # the tutorial came with DeepSpeed 0.3 (2020)
+    r = estimate(tutorial)
     assert r.verdict != "oom"
     # fp16 parameters alone are 19.1 GiB; no fp16 gradient copy of the model sits beside them
     assert r.gpu_allocated_bytes < 2 * 10_279_239_680 + 3 * GiB
+    # From 0.18.4 stage_1_and_2.py clones the fp16 partition on the GPU before moving the fp32
+    # master copy to the host (.detach().clone().to(device=self.device)): with one GPU that is a
+    # second copy of every parameter, which a 32 GB card cannot hold beside the first
+    now = estimate(replace(tutorial, deepspeed_version="0.18.4"))
+    assert now.phases[0].by_category["temporaries"] == 2 * 10_279_239_680
+    assert now.verdict == "oom"
 
 
 def test_auto_buckets_are_filled_from_the_hidden_size():
@@ -269,17 +279,26 @@ def test_zero2_offload_with_accumulation_keeps_a_host_gradient_buffer():
     assert acc.gpu_card_bytes == one.gpu_card_bytes
 
 
-def test_zero3_states_exist_before_the_first_forward_and_the_grad_buffer_since_0_6():
-    """stage3.py: initialize_optimizer_states() runs in __init__ (Adam's states exist at setup);
-    grad_partitions_flat_buffer (the whole gradient partition, allocated in __init__) arrived with
-    DeepSpeed PR #1453, first released in v0.6.0; v0.5.10's stage3.py has no such buffer."""
+def test_zero3_states_by_release_adam_lazy_since_0_14_grad_buffer_since_0_6():
+    """stage3.py: grad_partitions_flat_buffer (the whole gradient partition, allocated in
+    __init__) arrived with DeepSpeed PR #1453, first released in v0.6.0; v0.5.10's stage3.py has
+    no such buffer. initialize_optimizer_states() stepped Adam on zero gradients in __init__ until
+    PR #5104 (2024, released in 0.14); 0.15.4 to 0.19.8 (read) only attach a zero gradient, so
+    Adam's states appear in the first step - as measured on an H100 with 0.19.8
+    (bench/gpu_calibrate.md: setup holds parameters, fp32 master and gradient buffer only)."""
     def setup_phase(version):
         r = estimate(Setup(model="Llama-3-8B", gpus=8, zero_stage=3, deepspeed_version=version))
         return next(p for p in r.phases if p.name == "setup").by_category
-    new, old = setup_phase("0.19.8"), setup_phase("0.5.10")
-    assert new["optimizer"] == old["optimizer"] == pytest.approx(8 * 8_030_261_248 / 8)
-    assert new["grads"] == pytest.approx(2 * 8_030_261_248 / 8)
+    new, mid, old = setup_phase("0.19.8"), setup_phase("0.13.5"), setup_phase("0.5.10")
+    assert new["optimizer"] == 0
+    assert mid["optimizer"] == old["optimizer"] == pytest.approx(8 * 8_030_261_248 / 8)
+    assert new["grads"] == mid["grads"] == pytest.approx(2 * 8_030_261_248 / 8)
     assert old["grads"] == 0
+    # the states still count at the peak: the step creates them, later steps keep them
+    r = estimate(Setup(model="Llama-3-8B", gpus=8, zero_stage=3))
+    step = next(p for p in r.phases if p.name == "step").by_category
+    assert step["optimizer"] == pytest.approx(8 * 8_030_261_248 / 8)
+    assert r.gpu_peak_bytes >= max(p.total_bytes for p in r.phases)
     # offloaded optimizer: states and gradient buffer live on the host instead
     off = estimate(Setup(model="Llama-3-8B", gpus=8, zero_stage=3, offload_optimizer="cpu"))
     assert next(p for p in off.phases if p.name == "setup").by_category["optimizer"] == 0

@@ -29,8 +29,14 @@ LLAMA8B_META = dict(model="Llama-3-8B", gpu="A100-80GB", method="sft", framework
 
 def test_pm4_llama8b_zero2_one_a100_setup_and_backward_match_the_report():
     r = estimate_from_values(LLAMA8B_OPENRLHF, LLAMA8B_META)
-    # "about 46 GB after setup and 61 GB after the first backward pass" (torch reports GiB)
-    assert phase(r, "setup").total_bytes / GiB == pytest.approx(46, abs=2)
+    # "about 46 GB after setup and 61 GB after the first backward pass" (torch reports GiB): what
+    # is allocated once setup is over, i.e. without the moments inside DeepSpeed's __init__
+    setup = phase(r, "setup")
+    assert (setup.total_bytes - setup.by_category["temporaries"]) / GiB == pytest.approx(46, abs=2)
+    # within __init__ the peak is higher: the fp32 master partition gets a zero gradient of its own
+    # size before Adam is set up (stage_1_and_2.py initialize_optimizer_states); the same setting
+    # measured on an H100 peaked at 74.79 GiB in setup (bench/gpu_calibrate.md, pm4-zero2)
+    assert setup.total_bytes / GiB == pytest.approx(74.79 + 0.75, abs=0.5)  # + the CUDA context
     assert phase(r, "backward").total_bytes / GiB == pytest.approx(61, abs=2)
     cap = r.gpu_bytes
     assert phase(r, "setup").total_bytes < cap

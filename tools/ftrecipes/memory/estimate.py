@@ -1,8 +1,8 @@
 """Per-GPU memory by phase (setup, forward, backward, step) and category, and the verdict.
 
-Phases follow the first training step, as a profiler sees it: torch and DeepSpeed ZeRO-0/1/2
-create Adam's states lazily inside the first step, so their "setup" holds no optimizer states
-(ZeRO-3 creates them in its constructor). gpu_peak_bytes also covers the steady state (later
+Phases follow the first training step, as a profiler sees it: torch and DeepSpeed create Adam's
+states lazily inside the first step, so "setup" holds no optimizer states (ZeRO-3 before
+DeepSpeed 0.14 created them in its constructor; see _resident). gpu_peak_bytes also covers the steady state (later
 steps run forward/backward with those states resident). Phase totals are allocated memory plus
 the CUDA context; the verdict is about the card figure, which adds the allocator's reserve.
 """
@@ -217,6 +217,7 @@ class _Plan:
     resident: dict = field(default_factory=dict)  # states allocated before the first forward
     xt: dict = field(default_factory=dict)  # temporaries of the non-DeepSpeed settings, by phase
     loss_kernel: str = "none"  # the LM-head / loss path the trainer really runs (trl_head.loss_path)
+    setup_cache: float = 0.0   # freed in setup but kept reserved by the allocator (_setup_transient)
 
     def phase(self, name, **cats) -> Phase:
         d = {c: 0.0 for c in CATEGORIES}
@@ -280,17 +281,60 @@ def _version(v: str) -> tuple:
 
 
 def _resident(c: _Plan) -> dict:
-    """ZeRO-3 allocates states before the first forward (deepspeed/runtime/zero/stage3.py):
-    initialize_optimizer_states() runs Adam once on zero gradients in __init__, so its states
-    exist from setup on; since 0.6.0 (PR #1453) grad_partitions_flat_buffer holds the whole
-    gradient partition, allocated in __init__ on the optimizer's device and kept for the run.
-    ZeRO-1/2 create Adam's states lazily in the first step (stage_1_and_2.py)."""
+    """States ZeRO-3 allocates before the first forward (deepspeed/runtime/zero/stage3.py): since
+    0.6.0 (PR #1453) grad_partitions_flat_buffer holds the whole gradient partition, allocated in
+    __init__ on the optimizer's device and kept for the run. Adam's states: before PR #5104
+    (released in 0.14) initialize_optimizer_states() stepped Adam once on zero gradients in
+    __init__, so they existed from setup on; from then on (read in 0.15.4 to 0.19.8) it only
+    attaches a zero gradient and the states are created lazily in the first step, like ZeRO-1/2
+    (stage_1_and_2.py) and torch. Measured on an H100 (bench/gpu_calibrate.md, DeepSpeed 0.19.8):
+    full ZeRO-3 holds parameters, fp32 master and the gradient buffer after setup, and Adam's
+    states appear in the first step."""
     if not (c.deepspeed and c.stage == 3 and c.off_opt == "none"):
         return {}
-    resident = {"optimizer": c.ms.optimizer}
-    if _version(c.s.deepspeed_version) >= (0, 6, 0):
+    version = _version(c.s.deepspeed_version)
+    resident = {} if version >= (0, 14, 0) else {"optimizer": c.ms.optimizer}
+    if version >= (0, 6, 0):
         resident["grads"] = c.ms.grads
     return resident
+
+
+def _setup_transient(c: _Plan) -> float:
+    """GPU bytes DeepSpeed ZeRO-1/2 holds for a moment in __init__ (stage_1_and_2.py), on top of
+    the parameters and the fp32 master partition that stay:
+    - from 0.19.0 the bit16 parameters are flattened on the GPU when the card has room for a second
+      copy (flatten_on_accelerator: available_memory() >= the flat buffer), else on the CPU as
+      before: a second p * trainable while the originals still exist;
+    - the fp32 master partition is made by clone() of the bit16 partition, then .to(fp32);
+    - initialize_optimizer_states() gives the fp32 partition a zero gradient of its own size,
+      dropped again at the end of __init__ unless the optimizer is offloaded (then it lives in
+      host memory).
+    Measured on an H100 with 0.19.8 (bench/gpu_calibrate.md): Llama-3-8B, one GPU, 2P + 8P
+    after setup's peak (74.8 GiB), and with Adam offload 2 x 2P for the flatten."""
+    if not (c.deepspeed and c.stage in (1, 2)):
+        return 0.0
+    flat = c.p * c.trainable
+    version = _version(c.s.deepspeed_version)
+    # the bit16 partition is cloned before the fp32 cast; with offload, releases before 0.18.4
+    # moved it to the CPU first (.to(self.device).clone()), later ones clone on the GPU
+    # (.detach().clone().to(device=self.device)), read in 0.18.0 and 0.18.4
+    clone = c.p * c.trainable / c.n if c.off_opt == "none" or version >= (0, 18, 4) else 0.0
+    zero_grad = 4 * c.trainable / c.n if c.off_opt == "none" else 0.0
+    candidates = [clone, zero_grad, c.tr.offload_staging]  # the staging buffer is made last
+    # Every one of these is a single block larger than any parameter, so none fits in the blocks
+    # the allocator keeps from freed tensors: each takes a new segment and all stay reserved
+    # (measured: Adam offload, 3 x 2P reserved after setup). setup_cache is what the allocator
+    # then holds beyond setup's allocated peak; it frees that before it would raise an OOM.
+    c.setup_cache = clone + zero_grad
+    if version >= (0, 19, 0):
+        free = c.gpu.memory_bytes - c.s.cuda_context_bytes - c.ms.params
+        if free >= flat:
+            # the master partition does not exist yet while the flat copy is made; afterwards
+            # the originals' blocks (freed when the parameters become views of the copy) stay cached
+            candidates.append(flat - c.ms.master)
+            c.setup_cache += flat
+    c.setup_cache = max(0.0, c.setup_cache - max(candidates))
+    return max(candidates)
 
 
 def _reference_model(c: _Plan) -> None:
@@ -403,7 +447,7 @@ def _forward_extra(c: _Plan) -> float:
 def _forward(c: _Plan) -> Phase:
     saved = c.act.saved if c.act else 0.0
     return c.phase("forward", master=c.ms.master, activations=saved,
-                   temporaries=_forward_extra(c) + c.tr.gathered_params + c.xt["forward"])
+                   temporaries=_forward_extra(c) + c.tr.gathered_params + c.tr.offload_staging + c.xt["forward"])
 
 
 def _backward(c: _Plan) -> Phase:
@@ -414,7 +458,7 @@ def _backward(c: _Plan) -> Phase:
     # Gradients in flight: stage 0/1 accumulate full grads (p*trainable); stage 2/3 keep a
     # partition plus the reduce bucket. ms.grads already holds the steady value.
     grads_full = c.ms.grads
-    buffers = c.tr.backward_buckets + c.tr.gathered_params + c.xt["backward"]
+    buffers = c.tr.backward_buckets + c.tr.gathered_params + c.tr.offload_staging + c.xt["backward"]
     if act is None:
         return c.phase("backward", master=c.ms.master, temporaries=buffers, grads=grads_full)
     L = shape.num_hidden_layers
@@ -446,7 +490,7 @@ def _step(c: _Plan) -> Phase:
         return c.phase("step", grads=ms.grads, optimizer=ms.optimizer + c.xt["step"])
     if c.off_opt != "none":
         # CPU Adam: gradients are copied out, parameters copied back in swap buffers
-        return c.phase("step", grads=ms.grads, temporaries=tr.step_allgather)
+        return c.phase("step", grads=ms.grads, temporaries=tr.step_allgather + tr.offload_staging)
     if c.stage == 3:
         # the fp32 gradient is built one sub_group_size block at a time (deepspeed_transients)
         return c.phase("step", master=ms.master, grads=ms.grads, optimizer=ms.optimizer,
@@ -469,7 +513,7 @@ def _peak(c: _Plan, phases: list) -> tuple[float, str, Phase]:
     Also returns the phase whose short-lived tensors make that peak."""
     peak_phase = max(phases, key=lambda ph: ph.total_bytes)
     gpu_peak, name = peak_phase.total_bytes, peak_phase.name
-    steady_extra = c.ms.optimizer if (not c.deepspeed or c.off_opt == "none") and not c.resident else 0
+    steady_extra = c.ms.optimizer if (not c.deepspeed or c.off_opt == "none") and "optimizer" not in c.resident else 0
     forward, backward = phases[1], phases[2]
     # ZeRO-1/2 keep the gradient partition (grads_in_partition) allocated after the first backward
     kept_grads = c.p * c.trainable / c.n if c.deepspeed and c.stage in (1, 2) and c.off_opt == "none" else 0.0
@@ -480,7 +524,7 @@ def _peak(c: _Plan, phases: list) -> tuple[float, str, Phase]:
     return max(gpu_peak, steady), name, peak_phase
 
 
-def _reserved(c: _Plan, gpu_peak: float, at: Phase) -> dict:
+def _reserved(c: _Plan, gpu_peak: float, at: Phase, setup: Phase | None = None) -> dict:
     """What torch's allocator reserves and what the card holds outside it.
 
     The caching allocator keeps freed blocks for reuse; tensors that live for the whole run
@@ -501,6 +545,15 @@ def _reserved(c: _Plan, gpu_peak: float, at: Phase) -> dict:
     logits = c.act.forward_transient + c.act.backward_loss_transient if c.act else 0.0
     reclaimable = ALLOCATOR_VARYING * logits if c.s.varying_lengths else 0.0
     reserved = allocated + ALLOCATOR_FIXED + ALLOCATOR_SLACK * churn + reclaimable
+    if setup is not None and c.setup_cache:
+        # blocks freed during setup stay reserved (up to what the card has) unless training's own
+        # reserve is larger; the allocator releases them before an OOM, so they never count in
+        # the verdict
+        after_setup = min(setup.total_bytes - context - generation + c.setup_cache + ALLOCATOR_FIXED,
+                          c.gpu.memory_bytes - context - generation)
+        if after_setup > reserved:
+            reclaimable += after_setup - reserved
+            reserved = after_setup
     nccl = NCCL_BUFFERS if c.n > 1 and c.s.framework != "torch" else 0
     return {"gpu_allocated_bytes": allocated, "gpu_reserved_bytes": reserved, "cuda_context_bytes": context,
             "gpu_card_bytes": reserved + context + nccl + generation, "reclaimable": reclaimable}
@@ -531,12 +584,13 @@ def estimate(s: Setup) -> Result:
     c.resident = _resident(c)
     # ZeRO-3's initialize_optimizer_states() steps Adam on an fp32 zero-gradient buffer of the
     # largest sub-group, freed again before training starts
-    setup = c.phase("setup", master=c.ms.master, temporaries=c.tr.init_grad_buffer if c.resident else 0.0)
+    setup = c.phase("setup", master=c.ms.master,
+                    temporaries=c.tr.init_grad_buffer if c.resident else _setup_transient(c))
     held = setup.total_bytes - c.base["runtime"] - c.base["generation"]
     setup.by_category["temporaries"] += max(0.0, c.xt["load"] - held)  # a whole model loaded per GPU
     phases = [setup, _forward(c), _backward(c), _step(c)]
     gpu_peak, peak_name, at = _peak(c, phases)
-    card = _reserved(c, gpu_peak, at)
+    card = _reserved(c, gpu_peak, at, setup)
     reclaimable = card.pop("reclaimable")
     host, host_peak = _host(c)
     return Result(

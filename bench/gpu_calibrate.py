@@ -40,7 +40,7 @@ PHASES = ("setup", "forward", "backward", "step")
 class Case:
     name: str
     model: str
-    engine: str                 # deepspeed | torch (one process, no wrapper; PEFT for LoRA)
+    engine: str                 # deepspeed | torch (one process, no wrapper; PEFT for LoRA) | fsdp2 (accelerate)
     zero_stage: int = 0
     offload_optimizer: str = "none"
     offload_param: str = "none"
@@ -52,6 +52,7 @@ class Case:
     quantization: str = "none"
     layers: int = 0             # 0: the model's own depth; fewer where host RAM cannot hold the offloaded states
     grad_accum: int = 1         # micro-batches per optimizer step (DeepSpeed cases)
+    accelerate: str = ""        # fsdp2 cases: the accelerate release that prepares the model
 
 
 # Offloading an 8B model's optimizer keeps 16 bytes per parameter in host RAM (fp32 master,
@@ -81,7 +82,15 @@ CASES = [
     Case("qwen2.5-7b-8l-full-zero1", "Qwen2.5-7B", "deepspeed", zero_stage=1, layers=8),
     Case("qwen2.5-7b-8l-zero2-offload-ga2", "Qwen2.5-7B", "deepspeed", zero_stage=2, offload_optimizer="cpu",
          layers=8, grad_accum=2),
+    # accelerate's FSDP2 preparation casts parameters to fp32 under mixed precision: up to 1.12
+    # the whole model, from 1.14 the trainable ones only (model_states.fsdp2_upcast, read in the
+    # wheels); a LoRA run on one GPU shows which (the frozen base in fp32 doubles its bytes)
+    Case("fsdp2-lora-r16-accelerate-1.12", "Llama-3-8B", "fsdp2", lora_rank=16, accelerate="1.12.0"),
+    Case("fsdp2-lora-r16-accelerate-1.15", "Llama-3-8B", "fsdp2", lora_rank=16, accelerate="1.15.0"),
 ]
+# where the fsdp2 cases find an accelerate release other than the installed one
+# (pip install --no-deps --target DIR accelerate==X)
+ACCELERATE_SITE = "/tmp/accelerate-{version}"
 # The self-test's stand-in: a Llama config small enough for a CPU step in seconds.
 TINY = dict(model_type="llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, vocab_size=512, tie_word_embeddings=False, rms_norm_eps=1e-5)
@@ -152,6 +161,10 @@ def build_model(case: Case, cfg: dict, device: str, ds: dict | None, checkpoint:
         with deepspeed.zero.Init(config_dict_or_path=ds):
             model = AutoModelForCausalLM.from_config(conf, dtype=torch.bfloat16)
     else:
+        # every case builds on the device, FSDP2 too, although a Trainer run loads it on the CPU
+        # first: a random 8B init on the CPU outlasted a 4-minute device call. So the FSDP2 cases'
+        # setup also holds the original bf16 model while prepare() makes its shards; forward,
+        # backward and step are as in a Trainer run
         with torch.device(device):
             model = AutoModelForCausalLM.from_config(conf, dtype=torch.bfloat16)
     # from_pretrained (the QLoRA path) returns the model in eval mode, where transformers skips
@@ -214,6 +227,24 @@ def batch(case: Case, cfg: dict, device: str):
     return ids
 
 
+def fsdp2_prepare(case: Case, model, opt):
+    """accelerate's FSDP2 path as an accelerate config with fsdp_version 2 sets it up: one
+    FSDP unit per decoder layer, bf16 mixed precision, prepare(model, optimizer) together."""
+    import accelerate
+    from accelerate import Accelerator
+    from accelerate.utils import FullyShardedDataParallelPlugin
+
+    if case.accelerate and accelerate.__version__ != case.accelerate:
+        raise RuntimeError(f"case wants accelerate {case.accelerate}, found {accelerate.__version__}")
+    layer = next(type(m).__name__ for m in model.modules() if type(m).__name__.endswith("DecoderLayer"))
+    plugin = FullyShardedDataParallelPlugin(fsdp_version=2, auto_wrap_policy="transformer_based_wrap",
+                                            transformer_cls_names_to_wrap=[layer], reshard_after_forward=True,
+                                            state_dict_type="SHARDED_STATE_DICT")
+    accelerator = Accelerator(mixed_precision="bf16", fsdp_plugin=plugin)
+    model, opt = accelerator.prepare(model, opt)
+    return accelerator, model, opt
+
+
 def loss_of(model, ids, case: Case):
     """SFT: the model's own causal-LM loss. DPO: TRL's sigmoid loss on chosen/rejected halves,
     the reference being the same model with its LoRA adapter disabled (TRL and LLaMA-Factory)."""
@@ -260,6 +291,8 @@ def measure(case: Case, device: str, tiny: bool) -> dict:
         else:
             engine = model
             opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5, foreach=False)
+            if case.engine == "fsdp2":
+                accelerator, engine, opt = fsdp2_prepare(case, model, opt)
         out["setup"] = meter.stop()
         ids = batch(case, cfg, device)
         for step in (1, 2):
@@ -270,7 +303,12 @@ def measure(case: Case, device: str, tiny: bool) -> dict:
                     if phase == "forward":
                         loss = loss_of(engine, ids, case)
                     elif phase == "backward":
-                        engine.backward(loss) if ds is not None else loss.backward()
+                        if ds is not None:
+                            engine.backward(loss)
+                        elif case.engine == "fsdp2":
+                            accelerator.backward(loss)
+                        else:
+                            loss.backward()
                     elif ds is not None:
                         engine.step()
                     else:
@@ -295,7 +333,7 @@ def estimate_phases(case: Case, gpu: str, model_path: str | None) -> dict:
               precision="bf16", zero_stage=case.zero_stage, offload_optimizer=case.offload_optimizer,
               offload_param=case.offload_param, gradient_checkpointing=case.gradient_checkpointing,
               attn_implementation="sdpa", lora_rank=case.lora_rank, method=case.method,
-              framework="deepspeed" if case.engine == "deepspeed" else "torch", quantization=case.quantization,
+              framework=case.engine, quantization=case.quantization, accelerate_version=case.accelerate,
               trainer="", cuda_context_bytes=0, grad_accum=case.grad_accum)  # the loss below is transformers' own, no trainer's
     r = estimate(s)
     card = estimate(replace(s, cuda_context_bytes=CUDA_CONTEXT)).gpu_card_bytes
@@ -333,6 +371,9 @@ def run_case(case: Case, device: str, tiny: bool, env: dict) -> dict:
         cmd = [sys.executable, __file__, "--run-case", json.dumps(asdict(case)), "--device", device, "--json", str(out)]
         if tiny:
             cmd.append("--tiny")
+        site = ACCELERATE_SITE.format(version=case.accelerate)
+        if case.accelerate and Path(site).is_dir():
+            env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [site, env.get("PYTHONPATH")])))
         t0 = time.time()
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
         if proc.returncode != 0 or not out.exists():
@@ -344,6 +385,11 @@ def run_case(case: Case, device: str, tiny: bool, env: dict) -> dict:
 
 
 def skip_reason(case: Case, device: str) -> str | None:
+    if case.accelerate:
+        import accelerate
+
+        if accelerate.__version__ != case.accelerate and not Path(ACCELERATE_SITE.format(version=case.accelerate)).is_dir():
+            return f"accelerate {case.accelerate} is not installed (nor in {ACCELERATE_SITE.format(version=case.accelerate)})"
     if case.quantization != "none":
         try:
             import bitsandbytes  # noqa: F401

@@ -17,7 +17,7 @@ from json.decoder import scanstring
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from ftrecipes import recipe as recipe_mod
@@ -251,6 +251,95 @@ def test_block_mapping_reader_takes_the_configs_it_is_for():
     assert (doc.data, doc.positions, doc.key_positions, doc.duplicates) == (ref.data, ref.positions, ref.key_positions, ref.duplicates)
 
 
+# Block sequences and one-line flow collections as generated configs write them (dataset lists),
+# with scalars and lines just outside what sources._block_mapping reads mixed in.
+_flow_good = ["1", "v", "v w", "'q'", '"q"', "1.5", "true", "~", "x-y", "é", "it's", "'a,b'", '"}"', "0x1F", "a?b"]
+_flow_bad = ["a:b", "#x", "[1]", "{a: 1}", "-1", "'a''b'", '"a\\"b"', "&a x", "*a", "a #c", "", "x,", "!!str 1", "? a", "a:"]
+_odd_seq_lines = ["- - x", "-x", "  - a", "- ? a", "-\t1", "  continued", "- |", "- >-", "- !!map {}", "- &a {k: v}", "- *a",
+                  "  b: 1", "- a: 1", "-", "# c", "   # c", "---", "[a, b]"]
+
+
+def _flow_text(rnd):
+    scalars = _flow_good * 6 + _flow_bad
+    n = rnd.choice([0, 1, 2, 3])
+    sep, pad = rnd.choice([", ", ",", " , ", ",  "]), rnd.choice(["", " ", ""])
+    if rnd.random() < 0.5:
+        body = sep.join(f"{rnd.choice(_keys)}:{rnd.choice([' ', ' ', '  ', ''])}{rnd.choice(scalars)}" for _ in range(n))
+        return "{" + pad + body + pad + "}"
+    return "[" + pad + sep.join(rnd.choice(scalars) for _ in range(n)) + pad + "]"
+
+
+def _yaml_mapping(rnd, depth, indent, lines):
+    for _ in range(rnd.randint(1, 3)):
+        key, kind = " " * indent + rnd.choice(_keys) + ":", rnd.random()
+        if depth < 4 and kind < 0.2:
+            lines.append(key + rnd.choice(["", " # c", "  "]))
+            _yaml_mapping(rnd, depth + 1, indent + rnd.choice([1, 2, 2, 4]), lines)
+        elif depth < 4 and kind < 0.45:
+            lines.append(key + rnd.choice(["", "", " # c"]))
+            _yaml_sequence(rnd, depth + 1, indent + rnd.choice([0, 0, 2, 3]), lines)
+        elif kind < 0.6:
+            lines.append(key + " " + _flow_text(rnd) + rnd.choice(["", "", " # c", "#c"]))
+        else:
+            lines.append(key + rnd.choice(_good_values * 3 + _bad_values))
+
+
+def _yaml_sequence(rnd, depth, indent, lines):
+    for _ in range(rnd.randint(1, 3)):
+        dash, kind = " " * indent + "-" + " " * rnd.choice([1, 1, 1, 3]), rnd.random()
+        if depth < 4 and kind < 0.3:  # "- key: value" and the mapping's other keys below it
+            block = []
+            _yaml_mapping(rnd, depth + 1, len(dash), block)
+            lines += [dash + block[0].lstrip(" ")] + block[1:]
+        elif depth < 4 and kind < 0.45:  # a dash alone: a block below it, or null
+            lines.append(dash.rstrip(" ") + rnd.choice(["", "", " # c"]))
+            deeper = indent + rnd.choice([1, 2, 2])
+            rnd.choice([lambda: _yaml_mapping(rnd, depth + 1, deeper, lines),
+                        lambda: _yaml_sequence(rnd, depth + 1, deeper, lines), lambda: None])()
+        elif kind < 0.65:
+            lines.append(dash + _flow_text(rnd))
+        else:
+            value = rnd.choice(_good_values * 3 + _bad_values).lstrip(" ")
+            lines.append(dash + value if value else dash.rstrip(" "))
+
+
+def _yaml_with_lists(rnd):
+    lines = []
+    _yaml_mapping(rnd, 0, 0, lines)
+    for _ in range(rnd.choice([0, 0, 0, 1, 2])):
+        lines.insert(rnd.randint(0, len(lines)), rnd.choice(_odd_seq_lines + _odd_lines))
+    return "\n".join(lines) + rnd.choice(["", "\n"])
+
+
+@settings(max_examples=600, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.randoms(use_true_random=False).map(_yaml_with_lists))
+def test_line_reader_agrees_with_the_composer_on_lists_and_flow(text):
+    # The same promise for block sequences ("- x", "- key: value", a dash alone, indented or in
+    # the key's own column) and one-line flow collections of scalars.
+    fast = sources._block_mapping(text, "x")
+    for loader in (yaml.SafeLoader, yaml.CSafeLoader):
+        try:
+            ref = sources._compose(loader, text, "x")
+        except UserError:
+            assert fast is None, text
+            continue
+        if fast is not None:
+            assert same(fast.data, ref.data) and fast.duplicates == ref.duplicates, text
+            assert (fast.positions, fast.key_positions) == (ref.positions, ref.key_positions), text
+            assert same(fast.data, yaml.safe_load(text))
+
+
+def test_line_reader_takes_lists_and_flow_collections():
+    # The shapes it is for must not fall back to the composer (the test above passes either way).
+    text = ("datasets:\n- name: a\n  split: train\n  files:\n  - x.json\n  - 'y.json'\n- {name: b, weight: 0.5}\n"
+            "- [1, 2.5, \"s\"]\nlayers:\n  -\n    - 1\n  - {}\n  -   k: v\nempty:\n-\n")
+    doc = sources._block_mapping(text, "x")
+    assert doc is not None, text
+    ref = sources._compose(yaml.SafeLoader, text, "x")
+    assert (doc.data, doc.positions, doc.key_positions, doc.duplicates) == (ref.data, ref.positions, ref.key_positions, ref.duplicates)
+    assert doc.data["datasets"][1] == {"name": "b", "weight": 0.5} and doc.data["layers"][2] == {"k": "v"}
+
+
 @FAST
 @given(json_values)
 def test_parse_yaml_reads_what_safe_dump_writes(value):
@@ -291,6 +380,79 @@ def _has_nan(node):
     if isinstance(node, list):
         return any(_has_nan(v) for v in node)
     return False
+
+
+# ---------------------------------------------------------------- schema checks
+
+# Item schemas of the kinds configs have (the TRL dataset entry: typed properties and no others),
+# and some that judge values (enum, minimum, anyOf) or the item as a whole.
+_item_schemas = st.sampled_from([
+    {"type": "object", "properties": {"name": {"type": ["string", "null"]}, "split": {"type": "string"}}, "additionalProperties": False},
+    {"type": "object", "properties": {"n": {"type": "integer", "description": "d"}, "e": {"enum": [1, "a", True]}},
+     "additionalProperties": False, "required": ["n"]},
+    {"properties": {"w": {"type": "number", "minimum": 0}, "s": {"anyOf": [{"type": "null"}, {"type": "array", "items": {"type": "string"}}]}},
+     "additionalProperties": {"type": "integer"}},
+    {"$ref": "#/$defs/entry"},
+    {"type": "object", "minProperties": 2, "additionalProperties": False, "properties": {"a": {}}},
+    {"type": "object", "properties": {"a": {"type": "object", "additionalProperties": False}}, "x-note": "n"},
+])
+_item_values = st.sampled_from([1, "a", 0.5, "train"]) | st.none() | st.booleans() | st.integers(-2, 2) | st.sampled_from([0.0, -0.0, 1.0, True])
+_items = st.lists(st.one_of(
+    st.dictionaries(st.sampled_from(["name", "split", "n", "e", "w", "s", "a", "x", "y", 1, True]),
+                    _item_values | st.lists(_item_values, max_size=2) | st.dictionaries(st.sampled_from(["q", "r"]), _item_values, max_size=2),
+                    max_size=4),
+    _item_values), max_size=12)
+
+
+def _other_values(node):
+    if isinstance(node, dict):
+        return {k: _other_values(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_other_values(v) for v in node]
+    if isinstance(node, str):
+        return node + "z"
+    if isinstance(node, bool) or node is None:
+        return node
+    return node + 3
+
+
+def _other_kinds(node):
+    """The same keys with values of other JSON types (1.0 and True too: not integers)."""
+    if isinstance(node, dict):
+        return {k: _other_kinds(v) for k, v in node.items()}
+    swap = {str: 1, int: "1", float: True, bool: 1.0, type(None): 0.5, list: None, dict: []}
+    return swap[type(node)]
+
+
+@settings(max_examples=600, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(_item_schemas, _items, st.integers(0, 2))
+@example({"properties": {"n": {"type": "integer"}, "e": {"enum": [1, "a"]}}, "additionalProperties": False},
+         [{"n": 1, "e": 1, "x": "a"}], 0)  # the value of e decides: 1 passes, 4 does not
+def test_list_items_of_one_shape_get_jsonschemas_errors(item_schema, items, prefix):
+    # schemas._items checks each shape of list item once and copies key-only errors to the items
+    # of the same shape; every error (message, place, keyword, value) must stay jsonschema's own.
+    from jsonschema import Draft202012Validator
+
+    from ftrecipes import schemas
+
+    schema = {"$defs": {"entry": {"type": "object", "properties": {"k": {"type": "string"}}, "additionalProperties": False}},
+              "additionalProperties": {"$ref": "#/$defs/list"}}
+    schema["$defs"]["list"] = {"prefixItems": [{}] * prefix, "items": item_schema}
+    # Items of the same kinds of values with other values (the shapes a copied error is made
+    # for), after the items and before them: the first of a shape is the one descended into.
+    instance = {}
+    for change in (_other_values, _other_kinds):
+        others = [change(item) for item in items]
+        instance[change.__name__] = items + others
+        instance[change.__name__ + "_first"] = others + items
+
+    def errors(v):
+        return [(e.message, list(e.absolute_path), e.validator, list(e.absolute_schema_path), repr(e.instance), e.validator_value)
+                for e in v.iter_errors(instance)]
+
+    plain = schemas.validators.extend(Draft202012Validator, {"additionalProperties": schemas._additional_properties})
+    assert errors(schemas.validator(schema)) == errors(plain(schema))
+    assert sorted(map(repr, errors(schemas.validator(schema)))) == sorted(map(repr, errors(Draft202012Validator(schema))))
 
 
 # ---------------------------------------------------------------- renderer

@@ -1,11 +1,13 @@
 """Load our JSON Schemas (Draft 2020-12) and validate data against them with positions."""
 
+import copy
 import difflib
 import functools
 import heapq
 import json
 import os
 import re
+from collections import deque
 
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError
@@ -187,7 +189,125 @@ def _additional_properties(validator, ap, instance, schema):
             yield ValidationError(f"Additional properties are not allowed ({shown}{more} {verb} unexpected)")
 
 
-_Validator = validators.extend(Draft202012Validator, {"additionalProperties": _additional_properties})
+# Keywords that say something about a schema and nothing about a value.
+_ANNOTATIONS = frozenset({"description", "title", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly"})
+# An item schema made of these only judges a mapping by its keys, the types of the values under
+# type-only subschemas, and the values under the others: what _item_shape summarises.
+_SHAPE_KEYWORDS = _ANNOTATIONS | {"type", "properties", "additionalProperties", "required"}
+# Item-level errors whose message is made from the item's keys alone, so an item of the same
+# shape gets the same error: copies of it are exact.
+_KEY_ONLY_ERRORS = ("additionalProperties", "required")
+
+
+def _annotation(keyword):
+    return keyword in _ANNOTATIONS or isinstance(keyword, str) and keyword.startswith("x-")
+
+
+def _type_only(schema):
+    """True when a subschema's verdict on a value depends on the value's type alone."""
+    return isinstance(schema, bool) or isinstance(schema, dict) and all(k == "type" or _annotation(k) for k in schema)
+
+
+def _kind(value):
+    # jsonschema's types are decided by the Python type (bool is not an integer) and, for a
+    # float, by whether it is whole in drafts that count 1.0 as an integer.
+    kind = type(value)
+    return (kind, value.is_integer()) if kind is float else kind
+
+
+_EXACT = (str, int, bool, type(None))
+
+
+def _item_shape(validator, schema):
+    """A function from a list item to a hashable summary of everything schema's verdict on it
+    depends on (None from it: this item is not summarised), or None when the schema uses a
+    keyword outside _SHAPE_KEYWORDS."""
+    for _ in range(10):
+        if not isinstance(schema, dict) or "$ref" not in schema:
+            break
+        if any(k != "$ref" and not _annotation(k) for k in schema):
+            return None
+        try:
+            schema = validator._resolver.lookup(schema["$ref"]).contents
+        except Unresolvable:
+            return None  # the descent says what is wrong with it
+    if not isinstance(schema, dict) or any(k not in _SHAPE_KEYWORDS and not _annotation(k) for k in schema):
+        return None
+    props = schema.get("properties", {})
+    if not isinstance(props, dict):
+        return None
+    typed = {k for k, sub in props.items() if _type_only(sub)}
+    extras_typed = _type_only(schema.get("additionalProperties", True))
+
+    def shape(item):
+        if type(item) is not dict:
+            return _kind(item)
+        out = []
+        for key, value in item.items():
+            # A key is itself unless it is no string: True and 1 are equal keys with other names.
+            name = key if type(key) is str else (type(key), repr(key))
+            if (key in typed) if key in props else extras_typed:
+                out.append((name, _kind(value)))
+            elif type(value) in _EXACT:
+                out.append((name, type(value), value))
+            elif type(value) in (dict, list):
+                return None
+            else:  # a float or a timestamp: its repr tells -0.0 from 0.0, and time zones apart
+                out.append((name, type(value), repr(value)))
+        return tuple(out)
+
+    return shape
+
+
+def _items(validator, items, instance, schema):
+    """jsonschema's `items` (Draft 2020-12), checking once each shape of item a list holds.
+
+    A generated config can hold a list of 180,000 mappings of one shape (dataset entries), each
+    with the same unknown key: descending into every item cost jsonschema seconds. Items whose
+    shape (_item_shape) was seen take the first one's errors, copied with their own path and
+    value, when those errors are key-only (_KEY_ONLY_ERRORS, at the item itself); any other
+    error, or an item that cannot be summarised, gets jsonschema's own descent.
+    """
+    if not validator.is_type(instance, "array"):
+        return
+    prefix = len(schema.get("prefixItems", []))
+    shape = _item_shape(validator, items) if len(instance) - prefix > 1 and items is not False else None
+    if shape is None:
+        yield from _ITEMS(validator, items, instance, schema)
+        return
+    seen = {}  # shape -> the errors of its first item (copies to reuse), or None: descend
+    for index in range(prefix, len(instance)):
+        item = instance[index]
+        key = shape(item)
+        if key is None or key in seen and seen[key] is None:
+            yield from validator.descend(instance=item, schema=items, path=index)
+        elif key in seen:
+            for first in seen[key]:
+                yield _copy_error(first, item, index)
+        else:
+            kept = []
+            for err in validator.descend(instance=item, schema=items, path=index):
+                reusable = err.validator in _KEY_ONLY_ERRORS and list(err.path) == [index] and not err.context
+                if kept is not None:
+                    kept = kept + [_copy_error(err, item, index)] if reusable else None
+                yield err
+            seen[key] = kept
+
+
+def _copy_error(err, instance, index):
+    """err as it would be raised at item index of the list, for instance (of the same shape)."""
+    new = err.__class__.__new__(err.__class__)  # copy.copy goes through __reduce_ex__: 3 times slower
+    new.__dict__.update(err.__dict__)
+    new.args = err.args
+    new.instance = instance
+    new.path = new.relative_path = deque([index])
+    new.schema_path = new.relative_schema_path = deque(err.schema_path)
+    new.context = []
+    return new
+
+
+_ITEMS = Draft202012Validator.VALIDATORS["items"]
+_Validator = validators.extend(Draft202012Validator, {"additionalProperties": _additional_properties, "items": _items})
 _VALIDATORS = {}  # id(schema) -> (schema, validator): one per schema, not one per file checked
 
 
@@ -367,6 +487,23 @@ def _json_type(value):
     return "string" if isinstance(value, str) else "null" if value is None else "object"
 
 
+_KEY_FACTS = {}  # (id(v), id(schema)) -> (v, schema, facts): the same for each of 180,000 list items
+
+
+def _key_facts(v, schema):
+    """The keys a mapping schema allows: as a list, a set, the strings 'did you mean' picks
+    from, and a test of patternProperties."""
+    seen = _KEY_FACTS.get((id(v), id(schema)))
+    if seen is not None and seen[0] is v and seen[1] is schema:  # $refs resolve from v's root
+        return seen[2]
+    if len(_KEY_FACTS) > 4096:
+        _KEY_FACTS.clear()
+    allowed = _allowed_keys(v, schema)
+    facts = (allowed, set(allowed), tuple(str(c) for c in allowed), _any_of(schema.get("patternProperties", {})))
+    _KEY_FACTS[(id(v), id(schema))] = (v, schema, facts)
+    return facts
+
+
 def _findings(v, err, doc, ignored_by):
     path = tuple(err.absolute_path)
     name = _dotted(path)
@@ -376,12 +513,9 @@ def _findings(v, err, doc, ignored_by):
         return Finding(str(doc.path), line, col, rule, ERROR, message)
 
     if err.validator in ("additionalProperties", "unevaluatedProperties") and isinstance(err.instance, dict):
-        schema = err.schema
-        allowed = _allowed_keys(v, schema)
-        matches_pattern = _any_of(schema.get("patternProperties", {}))
+        allowed, allowed_set, choices, matches_pattern = _key_facts(v, err.schema)
         # The same for every key of this mapping: worked out once (a file may hold 300,000 keys).
         where = ("" if not path else f" in {name}") + ignored_by(path)
-        allowed_set = set(allowed)
         out = []
         file, key_at = str(doc.path), doc.key_positions.get
         for key in err.instance:
@@ -389,7 +523,7 @@ def _findings(v, err, doc, ignored_by):
                 continue
             # A 'did you mean' costs milliseconds (difflib against every allowed key): past the
             # first few unknown keys of one object it is a generated file, not a typo.
-            hint = suggest(key, allowed) if len(out) < _MAX_SUGGESTIONS else ""
+            hint = _suggest(str(key), choices) if len(out) < _MAX_SUGGESTIONS else ""
             line, col = key_at(path + (key,)) or doc.where(path + (key,))  # where() from its key, as at() does
             out.append(Finding(file, line, col, "unknown-key", ERROR, f"unknown key '{key}'{where}{hint}"))
         return out or [at(path, "schema", err.message)]

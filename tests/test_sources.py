@@ -181,6 +181,48 @@ def test_yaml_big_file_parsed_by_libyaml_keeps_positions():
         sources.parse_yaml(text + "oops: [\n", "big.yaml")
 
 
+def _nested(depth, shape):
+    """A value depth levels down in a `top:` key: dashes alone, "- k:" items, or a flow list last."""
+    lines, step = ["top:"], 2 if shape == "key" else 1  # "- k:" takes a list in its key's column
+    for level in range(depth - 1):
+        lines.append(" " * (level * step) + ("- k:" if shape == "key" else "-"))
+    lines.append(" " * ((depth - 1) * step) + ("- [x]" if shape == "flow" else "- x"))
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("shape", ["dash", "key", "flow"])
+def test_big_yaml_lists_nested_to_the_limit_read_like_the_composer(shape):
+    # Over 64 KiB lists and flow collections are read a line at a time (sources._block_mapping):
+    # at the depth limit and one past it, the result or the refusal must be the composer's.
+    padding = "".join(f"pad_{i}: {i}\n" for i in range(8_000))
+    limit = sources.MAX_DEPTH // 2 if shape == "key" else sources.MAX_DEPTH  # "- k:" is two levels
+    for depth in range(limit - 3, limit + 3):
+        text = padding + _nested(depth, shape)
+        assert len(text) > sources._PYTHON_PARSER_CHARS
+        try:
+            want = sources._compose(sources._Loader, text, "x.yaml")  # what parse_yaml would do without it
+        except UserError as err:
+            with pytest.raises(UserError) as got:
+                sources.parse_yaml(text, "x.yaml")
+            assert str(got.value) == str(err)
+            continue
+        doc = sources.parse_yaml(text, "x.yaml")
+        assert (doc.data, doc.positions, doc.key_positions) == (want.data, want.positions, want.key_positions)
+    assert sources._block_mapping(padding + _nested(20, shape), "x.yaml") is not None  # the line reader read it
+
+
+def test_big_yaml_list_of_mappings_keeps_positions_and_duplicates():
+    items = "".join(f"  - name: ds_{i}\n    split: train\n    split: test\n" if i % 2 else f"  - {{name: ds_{i}, w: 0.5, w: 1}}\n"
+                    for i in range(5_000))
+    text = "model: m\ndatasets:\n" + items
+    assert len(text) > sources._PYTHON_PARSER_CHARS
+    doc = sources.parse_yaml(text, "x.yaml")
+    want = sources._compose(yaml.SafeLoader, text, "x.yaml")
+    assert (doc.data, doc.positions, doc.key_positions, doc.duplicates) == (want.data, want.positions, want.key_positions, want.duplicates)
+    # The second `split:` of item 3 (lines 8-10) is where the key stands now, as in the composer.
+    assert doc.key_positions[("datasets", 3, "split")] == (10, 5) and len(doc.duplicates) == 5_000
+
+
 def test_yaml_recursive_alias_is_refused():
     with pytest.raises(UserError, match="names no complete anchor"):
         sources.parse_yaml("a: &x [1, *x]\n", "x.yaml")

@@ -8,6 +8,7 @@ silently), so neither ``json.loads`` nor ``yaml.safe_load`` is enough.
 
 import bisect
 import errno
+import functools
 import json
 import json.scanner
 import math
@@ -688,19 +689,31 @@ def parse_yaml(text, path="<string>"):
 
 # ------------------------------------------------ YAML, the fast way
 # Even libyaml hands over every token as Python event and mark objects: ~4 µs a key, seconds for
-# a generated config of 300,000 keys. Most big configs are nothing but nested block mappings of
-# one-line scalars (plain, or quoted without escapes), which a line at a time reads exactly;
-# _block_mapping reads those and returns None at the first line outside that subset (a list, an
-# escape, an anchor, a tag, a comment it is unsure of, a continued scalar, a tab...), and the
-# composer above reads the text.
-_KEY_LINE = re.compile(
-    r"( *)([A-Za-z_][A-Za-z0-9_./-]*):"  # indentation, a plain key
-    r"(?: +(?:([^\s#'\"\[\]{}&*!|>%@`,?:-](?:[^#:\[\]{}]+|:(?=[^ ]))*)"  # a one-line plain value,
-    r"|\"([^\"\\\\]*)\"|'([^']*)'))?"  # or a quoted one without escapes
+# a generated config of 300,000 keys (libyaml's own node composer is slower still: it asks the
+# Python resolver about every scalar). Most big configs are block mappings and block sequences
+# of one-line scalars (plain, or quoted without escapes) and one-line flow collections of such
+# scalars, which a line at a time reads exactly; _block_mapping reads those and returns None at
+# the first line outside that subset (an escape, an anchor, a tag, a comment it is unsure of, a
+# continued or block scalar, nested flow collections, a tab...), and the composer above reads
+# the text.
+_PLAIN_KEY = r"[A-Za-z_][A-Za-z0-9_./-]*"
+_LINE = re.compile(
+    r"( *)(-(?: +|$))?"  # indentation, a sequence entry's dash and the spaces after it
+    rf"(?:({_PLAIN_KEY}):(?= |$))?"  # a plain key
+    r" *(?:([^\s#'\"\[\]{}&*!|>%@`,?:-](?:[^#:\[\]{}]+|:(?=[^ ]))*)"  # a one-line plain value,
+    r"|\"([^\"\\\\]*)\"|'([^']*)'"  # or a quoted one without escapes,
+    r"|([\[{][^\n]*?[\]}]))?"  # or a one-line flow collection (_Lines.flow reads it)
     r" *(?:(?<= )#.*)?",  # a comment after a space
     re.ASCII,
 )
+# Inside a flow collection PyYAML ends a plain scalar at , : ? [ ] { } (scanner.scan_plain), and
+# here it holds no # either. An entry, the spaces, and the ',' or closing bracket after it.
+_FLOW_VALUE = r"(?:([^\s#'\"\[\]{}&*!|>%@`,?:-](?:[^#:?,\[\]{}]*[^\s#:?,\[\]{}])?)|\"([^\"\\\\]*)\"|'([^']*)') *([,\]}]?) *"
+_FLOW_ITEM = re.compile(r"()" + _FLOW_VALUE, re.ASCII)  # an empty group 1 where a pair has its key
+_FLOW_PAIR = re.compile(rf"({_PLAIN_KEY}): +{_FLOW_VALUE}", re.ASCII)
+_SPACES = re.compile(" *")
 _BLANK_LINE = re.compile(r" *(?:#.*)?")
+_NO_VALUE = (None, None, None, None)
 # Characters that make PyYAML stop, break a line other than \n, or change what a line means.
 _NOT_PLAIN_TEXT = re.compile("[^\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
 _RESOLVER = yaml.resolver.Resolver()
@@ -708,67 +721,200 @@ _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 _TYPED = {_TAG + t for t in ("int", "float", "bool", "null")}
 
 
+class _Unsure(Exception):
+    """The text leaves the subset _Lines reads: the composer reads it instead."""
+
+
+class _Open:
+    """A block collection still taking entries: a mapping's keys or a sequence's dashes stand at
+    column indent (0-based)."""
+
+    __slots__ = ("indent", "value", "path", "is_seq")
+
+    def __init__(self, indent, value, path):
+        self.indent, self.value, self.path, self.is_seq = indent, value, path, isinstance(value, list)
+
+
+class _Lines:
+    """Reads the subset described above into a Document, one line at a time; raises _Unsure."""
+
+    def __init__(self, text, path):
+        self.doc = Document(path=path, data={}, text=text)
+        self.positions = self.doc.positions
+        self.open = [_Open(0, self.doc.data, ())]
+        # A key or dash whose value is not on its line: (line, column after the indicator,
+        # path, the collection holding it); its value is a block collection below it, or null.
+        self.pending = None
+        self.nodes = 1  # values, as the composer counts them (the top-level mapping is one)
+
+    def read(self, text):
+        positions, key_positions, duplicates = self.positions, self.doc.key_positions, self.doc.duplicates
+        top = self.open[-1]
+        for number, line in enumerate(text.split("\n"), 1):
+            m = _LINE.fullmatch(line)
+            if m is None:
+                if _BLANK_LINE.fullmatch(line):
+                    continue
+                raise _Unsure
+            spaces, dash, key, raw, double, single, flow = m.groups()
+            if dash is None and key is None:
+                if raw is None and double is None and single is None and flow is None:
+                    continue  # blank or a comment
+                raise _Unsure  # a scalar on a line of its own: a continued one
+            if self.nodes > MAX_NODES:  # counted a line at a time: a line adds a few at most
+                raise _Unsure
+            indent = len(spaces)
+            if self.pending is not None:
+                self.settle(number, indent, dash is not None)
+                top = self.open[-1]
+            if indent != top.indent or top.is_seq != (dash is not None):
+                top = self.close(indent, dash is not None)
+            if dash is not None:
+                if key is None:
+                    self.item(m, number, top, indent)
+                    continue
+                # "- key: value": a mapping in the sequence whose keys stand in this column; the
+                # key is then read as on a line of its own.
+                indent += len(dash)
+                mapping = {}
+                self.open.append(_Open(indent, mapping, self.add(top, mapping, number, indent + 1)))
+                top = self.open[-1]
+            if key[:1] in _RESOLVED_FIRST and type(_plain(key)) is not str:
+                raise _Unsure  # a key that is no string (yes:, null:, on:)
+            mapping, child = top.value, top.path + (key,)
+            if len(child) > MAX_DEPTH:
+                raise _Unsure
+            if key in mapping:
+                duplicates.append((child, number, indent + 1))
+            elif not positions:
+                positions[()] = (number, 1)  # a mapping starts at its first key
+            key_positions[child] = (number, indent + 1)
+            self.nodes += 1
+            if raw is None and double is None and single is None and flow is None:
+                mapping[key] = None  # a duplicate keeps the first one's place, as in a dict
+                self.pending = (number, indent + len(key) + 2, child, mapping)
+            else:
+                mapping[key], column = self.value(m, raw, double, single, flow, child, number)
+                positions[child] = (number, column + 1)
+        if self.pending is not None:
+            positions[self.pending[2]] = self.pending[:2]
+        if not key_positions or self.nodes > MAX_NODES:
+            raise _Unsure  # no mapping at all, or too many values: the composer says what the text is
+        return self.doc
+
+    def close(self, indent, dash):
+        """The open collection a line at indent belongs to (closing those it ends)."""
+        top = self.open[-1]
+        while top.indent > indent or top.indent == indent and top.is_seq and not dash:
+            self.open.pop()
+            top = self.open[-1]
+        if top.indent != indent or top.is_seq != dash:
+            raise _Unsure  # an indentation no open collection has (a continued scalar, an error)
+        return top
+
+    def settle(self, number, indent, dash):
+        """The pending value: a block collection starting on this line, or null. A mapping's key
+        also takes a sequence whose dashes stand in the key's own column."""
+        line, column, path, parent = self.pending
+        self.pending = None
+        holder = self.open[-1]
+        if indent > holder.indent or dash and not holder.is_seq and indent == holder.indent:
+            if len(path) >= MAX_DEPTH:
+                raise _Unsure
+            value = [] if dash else {}
+            parent[path[-1]] = value
+            self.positions[path] = (number, indent + 1)  # the first dash or key
+            self.open.append(_Open(indent, value, path))
+        else:
+            self.positions[path] = (line, column)
+
+    def add(self, seq, value, number, column):
+        """Append value to a block sequence; its path."""
+        path = seq.path + (len(seq.value),)
+        if len(path) > MAX_DEPTH:
+            raise _Unsure
+        seq.value.append(value)
+        self.nodes += 1
+        self.positions[path] = (number, column)
+        return path
+
+    def item(self, m, number, seq, indent):
+        """A "- value" line, or a dash whose value follows on the lines below."""
+        raw, double, single, flow = m.group(4, 5, 6, 7)
+        if raw is None and double is None and single is None and flow is None:
+            self.pending = (number, indent + 2, self.add(seq, None, number, indent + 2), seq.value)
+            return
+        path = seq.path + (len(seq.value),)
+        value, column = self.value(m, raw, double, single, flow, path, number)
+        self.add(seq, value, number, column + 1)
+
+    def value(self, m, raw, double, single, flow, path, number):
+        """A value of the line (groups 4-7 of _LINE) and its column (0-based)."""
+        if raw is not None:
+            raw = raw.rstrip(" ")  # the spaces before a comment or the end of the line
+            value = _plain(raw) if raw[:1] in _RESOLVED_FIRST else raw
+            if value is _scalar:
+                raise _Unsure
+            return value, m.start(4)
+        if double is not None:  # a quoted string is never resolved to anything else
+            return double, m.start(5) - 1
+        if single is not None:
+            return single, m.start(6) - 1
+        value, end = self.flow(m.string, m.start(7), path, number)
+        if end != m.end(7):
+            raise _Unsure
+        return value, m.start(7)
+
+    def flow(self, line, start, path, number):
+        """The flow collection of scalars at line[start] ('{' or '['), and the index after it."""
+        if len(path) >= MAX_DEPTH:
+            raise _Unsure
+        is_map = line[start] == "{"
+        close, out, entry = ("}", {}, _FLOW_PAIR) if is_map else ("]", [], _FLOW_ITEM)
+        at = _SPACES.match(line, start + 1).end()
+        if line[at : at + 1] == close:
+            return out, at + 1
+        positions, key_positions, duplicates = self.positions, self.doc.key_positions, self.doc.duplicates
+        while True:
+            m = entry.match(line, at)
+            if m is None:
+                raise _Unsure
+            key, raw, double, single, after = m.groups()
+            if raw is not None:
+                value = _plain(raw) if raw[:1] in _RESOLVED_FIRST else raw
+                if value is _scalar:
+                    raise _Unsure
+                column = m.start(2)
+            else:
+                value, column = (double, m.start(3) - 1) if double is not None else (single, m.start(4) - 1)
+            if is_map:
+                if key[:1] in _RESOLVED_FIRST and type(_plain(key)) is not str:
+                    raise _Unsure
+                child = path + (key,)
+                if key in out:
+                    duplicates.append((child, number, at + 1))
+                key_positions[child] = (number, at + 1)
+                out[key] = value
+            else:
+                child = path + (len(out),)
+                out.append(value)
+            self.nodes += 1
+            positions[child] = (number, column + 1)
+            at = m.end()
+            if after == close:
+                return out, m.end(5)
+            if after != ",":
+                raise _Unsure
+
+
 def _block_mapping(text, path):
-    """A Document for a text of nested block mappings of one-line scalars, else None."""
+    """A Document for a text of the subset _Lines reads, else None."""
     if _NOT_PLAIN_TEXT.search(text):
         return None
-    doc = Document(path=path, data={}, text=text)
-    positions, key_positions = doc.positions, doc.key_positions
-    levels = [(0, doc.data, ())]  # (indentation, mapping, path) of the open mappings
-    level, mapping, at = levels[-1]
-    pending = None  # (line, column after the colon, key path, parent) of a key whose value is not on its line
-    for number, line in enumerate(text.split("\n"), 1):
-        m = _KEY_LINE.fullmatch(line)
-        if m is None:
-            if _BLANK_LINE.fullmatch(line):
-                continue
-            return None
-        spaces, key, raw, double, single = m.group(1, 2, 3, 4, 5)
-        indent = len(spaces)
-        if pending is not None:
-            if indent > level:  # the first key of the pending key's mapping
-                if len(pending[2]) >= MAX_DEPTH:
-                    return None
-                levels.append((indent, {}, pending[2]))
-                pending[3][pending[2][-1]] = levels[-1][1]
-                positions[pending[2]] = (number, indent + 1)
-                level, mapping, at = levels[-1]
-            else:
-                positions[pending[2]] = pending[:2]
-            pending = None
-        if indent != level:
-            while indent < levels[-1][0]:
-                levels.pop()
-            level, mapping, at = levels[-1]
-            if indent != level:
-                return None  # an indentation no open mapping has (a continued scalar, an error)
-        if key[:1] in _RESOLVED_FIRST and _scalar(key) is not key:
-            return None  # a key that is no string (yes:, null:, on:)
-        child = at + (key,)
-        if key in mapping:
-            doc.duplicates.append((child, number, indent + 1))
-        elif not positions:
-            positions[()] = (number, 1)  # a mapping starts at its first key
-        key_positions[child] = (number, indent + 1)
-        if raw is None and double is None and single is None:
-            pending = (number, indent + len(key) + 2, child, mapping)
-            mapping[key] = None  # a duplicate keeps the first one's place, as in a dict
-            continue
-        if raw is None:  # a quoted string: never resolved to anything else
-            mapping[key] = double if double is not None else single
-            positions[child] = (number, m.start(4 if double is not None else 5))  # the opening quote
-            continue
-        raw = raw.rstrip(" ")  # the spaces before a comment or the end of the line
-        value = _scalar(raw) if raw[:1] in _RESOLVED_FIRST else raw
-        if value is _scalar:
-            return None
-        mapping[key] = value
-        positions[child] = (number, m.start(3) + 1)
-    if pending is not None:
-        positions[pending[2]] = pending[:2]
-    if not key_positions or len(key_positions) + len(doc.duplicates) + 1 > MAX_NODES:
-        return None  # no mapping at all, or too many values: the composer says what the text is
-    return doc
+    try:
+        return _Lines(text, path).read(text)
+    except _Unsure:
+        return None
 
 
 def _scalar(raw):
@@ -786,6 +932,13 @@ def _scalar(raw):
     if isinstance(value, float) and not math.isfinite(value):
         return _scalar
     return value
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain(raw):
+    """_scalar, remembered: keys and values repeat through a big config (every dataset entry
+    has a `name:`, `split: train`, `weight: 0.5`)."""
+    return _scalar(raw)
 
 
 def _compose(loader_class, text, path):

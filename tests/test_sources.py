@@ -223,6 +223,22 @@ def test_big_yaml_list_of_mappings_keeps_positions_and_duplicates():
     assert doc.key_positions[("datasets", 3, "split")] == (10, 5) and len(doc.duplicates) == 5_000
 
 
+@pytest.mark.parametrize("line", ["key: " + "ab" * 20 + " ]", "key: a" + " a" * 20 + " ]", "  key:" + " " * 40 + "]",
+                                  "- " + "a:" * 20 + " x", " " * 40 + "]"])
+def test_big_yaml_line_reader_gives_up_on_odd_lines_without_backtracking(line):
+    # sources._LINE once held a repeat inside a repeat ((?:[^#:]+|...)*): a 40-character value
+    # followed by a ']' cost it 2^40 steps. Each of these lines is read (or refused) as the composer would.
+    text = "".join(f"pad_{i}: {i}\n" for i in range(8_000)) + line + "\n"
+    try:
+        want = sources._compose(sources._Loader, text, "x.yaml")
+    except UserError as err:
+        with pytest.raises(UserError) as got:
+            sources.parse_yaml(text, "x.yaml")
+        assert str(got.value) == str(err)
+    else:
+        assert sources.parse_yaml(text, "x.yaml").data == want.data
+
+
 def test_yaml_recursive_alias_is_refused():
     with pytest.raises(UserError, match="names no complete anchor"):
         sources.parse_yaml("a: &x [1, *x]\n", "x.yaml")

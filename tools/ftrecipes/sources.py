@@ -698,12 +698,18 @@ def parse_yaml(text, path="<string>"):
 # the text.
 _PLAIN_KEY = r"[A-Za-z_][A-Za-z0-9_./-]*"
 _LINE = re.compile(
-    r"( *)(-(?: +|$))?"  # indentation, a sequence entry's dash and the spaces after it
-    rf"(?:({_PLAIN_KEY}):(?= |$))?"  # a plain key
-    r" *(?:([^\s#'\"\[\]{}&*!|>%@`,?:-](?:[^#:\[\]{}]+|:(?=[^ ]))*)"  # a one-line plain value,
+    # Each run of spaces can be matched one way only (a lookahead or lookbehind pins its ends):
+    # nested or adjacent repeats of the same characters backtrack exponentially or
+    # quadratically on a line that does not match, and a line can be megabytes long.
+    r"( *)(?=[^ ]|$)(-(?: +(?=[^ ])| *$))?"  # indentation, a sequence entry's dash and the spaces after it
+    rf"(?:({_PLAIN_KEY}):(?: +(?=[^ ])| *$))?"  # a plain key
+    # A one-line plain value, taken whole ((?=(x))\4 is x without backtracking into it: a shorter
+    # one never lets the rest of the line match, and giving it back a piece at a time costs
+    # seconds on a megabyte line),
+    r"(?:(?=([^\s#'\"\[\]{}&*!|>%@`,?:-](?:[^\s#:\[\]{}]+|:(?=[^ ])| +(?=[^ #]))*))\4"
     r"|\"([^\"\\\\]*)\"|'([^']*)'"  # or a quoted one without escapes,
     r"|([\[{][^\n]*?[\]}]))?"  # or a one-line flow collection (_Lines.flow reads it)
-    r" *(?:(?<= )#.*)?",  # a comment after a space
+    r"(?:(?<= )#.*|(?<! ) +(?:#.*)?)?",  # spaces, a comment after a space
     re.ASCII,
 )
 # Inside a flow collection PyYAML ends a plain scalar at , : ? [ ] { } (scanner.scan_plain), and

@@ -5,7 +5,9 @@ Inputs are generated here, in a temporary folder:
 - a 10 MB DeepSpeed JSON (a few keys and one long list of numbers under an unknown key);
 - a 9 MB TRL YAML (a real TRL config plus 300,000 extra keys), and 280,000 of them with quoted values;
 - a 9 MB TRL YAML whose bulk is one list of 178,000 mappings (block and flow style alternating),
-  each with a key TRL does not know: outside the line reader's subset, one finding per item;
+  each with a key TRL does not know: one finding per item;
+- the same kind of list (105,000 entries) where each entry holds a two-line block scalar (`|`):
+  outside the line reader's subset (sources._block_mapping), so PyYAML's events carry it;
 - a folder of 5,000 small files: DeepSpeed JSON, accelerate and TRL YAML, launch scripts,
   in 100 sub-folders (each sub-folder one setup of 50 files).
 
@@ -63,6 +65,8 @@ def make_inputs(tmp):
     items = "".join(f"  - {{name: ds_{i}, split: train, weight: 0.5}}\n" if i % 2
                     else f"  - name: ds_{i}\n    split: train\n    weight: 0.5\n" for i in range(178_000))
     (tmp / "nine_mb_list.yaml").write_text(TRL + "datasets:\n" + items)
+    blocks = "".join(f"  - name: ds_{i}\n    split: train\n    template: |\n      Q: {{q}}\n      A: {{a}} {i}\n" for i in range(105_000))
+    (tmp / "nine_mb_blocks.yaml").write_text(TRL + "datasets:\n" + blocks)
     folder = tmp / "many"
     for d in range(100):
         sub = folder / f"setup{d:03d}"
@@ -79,6 +83,7 @@ def make_inputs(tmp):
         ("9 MB TRL YAML", [tmp / "nine_mb.yaml"]),
         ("10 MB TRL YAML, quoted values", [tmp / "nine_mb_quoted.yaml"]),
         ("9 MB TRL YAML, a list of 178,000 mappings", [tmp / "nine_mb_list.yaml"]),
+        ("9 MB TRL YAML, a list of 105,000 mappings with a block scalar each", [tmp / "nine_mb_blocks.yaml"]),
         ("folder of 5,000 files", [folder]),
     ]
 

@@ -719,7 +719,6 @@ _FLOW_ITEM = re.compile(r"()" + _FLOW_VALUE, re.ASCII)  # an empty group 1 where
 _FLOW_PAIR = re.compile(rf"({_PLAIN_KEY}): +{_FLOW_VALUE}", re.ASCII)
 _SPACES = re.compile(" *")
 _BLANK_LINE = re.compile(r" *(?:#.*)?")
-_NO_VALUE = (None, None, None, None)
 # Characters that make PyYAML stop, break a line other than \n, or change what a line means.
 _NOT_PLAIN_TEXT = re.compile("[^\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
 _RESOLVER = yaml.resolver.Resolver()

@@ -131,6 +131,18 @@ def test_lint_dangling_symlink(tmp_path):
     assert "cannot read" in line, line
 
 
+@pytest.mark.parametrize("verb", ["lint", "estimate"])
+def test_symlink_loop_is_one_line_exit_2(tmp_path, verb):
+    """A config that is a symbolic-link loop: Path.resolve raises RuntimeError on it in Python
+    3.11, which the repository-pins lookup used to do before the read reported the loop."""
+    (tmp_path / "a.json").symlink_to(tmp_path / "b.json")
+    (tmp_path / "b.json").symlink_to(tmp_path / "a.json")
+    args = ["lint", str(tmp_path / "a.json")] if verb == "lint" else [
+        "estimate", "--config", str(tmp_path / "a.json"), "--model", "Llama-3-8B"]
+    line = one_line(run_subprocess(["-m", "ftrecipes", *args], timeout=60))
+    assert "symbolic link loop" in line, line
+
+
 def test_lint_missing_path(tmp_path):
     line = one_line(lint(tmp_path / "nope.json"))
     assert "cannot read" in line, line

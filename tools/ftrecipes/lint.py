@@ -143,7 +143,7 @@ def load(path, explicit, kind=None):
 def repo_root(path):
     """The nearest folder above path that is a repository's top (holds .git), or None."""
     # A file that is no link lies in its folder: the folder's answer is cached for all its files.
-    folder = Path(path).resolve().parent if os.path.islink(path) else os.path.dirname(os.path.abspath(path))
+    folder = os.path.dirname(os.path.realpath(path)) if os.path.islink(path) else os.path.dirname(os.path.abspath(path))
     top = pins.repo_root(folder)
     return str(top) if top is not None else None
 
@@ -152,7 +152,8 @@ def launch_root(path, root=None):
     """The working directory a launch of this file implies: --root when the file is inside it,
     else its repository's top. Frameworks open `deepspeed: examples/ds.json` and `--config_file
     examples/x.yaml` from the directory the job starts in, which examples expect to be the top."""
-    if root and Path(path).resolve().is_relative_to(Path(root).resolve()):
+    # realpath: Path.resolve raises on a symbolic-link loop (Python 3.11); the read reports it
+    if root and Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root)):
         return str(root)
     return repo_root(path)
 

@@ -129,14 +129,21 @@ def resolve(framework, spec):
 def repo_root(folder, root=None):
     """The folder the walk stops at: root, else the nearest folder with .git, else None."""
     if root is not None:
-        return Path(root).resolve()
+        return _real(root)
     return _git_top(os.fspath(folder))
+
+
+def _real(path) -> Path:
+    # os.path.realpath, not Path.resolve: on a symbolic-link loop Python 3.11's resolve raises
+    # RuntimeError, while realpath leaves the loop's name, and the read of the file itself then
+    # reports the loop as bad input (sources)
+    return Path(os.path.realpath(path))
 
 
 @functools.lru_cache(maxsize=1024)
 def _git_top(folder):
     # Asked for every config of a setup (lint, pins): a folder of 5,000 files walks up once.
-    p = Path(folder).resolve()
+    p = _real(folder)
     for _ in range(MAX_DEPTH):
         if (p / ".git").exists():
             return p
@@ -171,7 +178,7 @@ def _folder_pins(folder):
 def pinned(config_path, root=None):
     """{framework: (version, where)} pinned for a config file, nearest dependency file first."""
     # A file that is no link lies in its folder: the walk is worked out once per folder.
-    folder = Path(config_path).resolve().parent if os.path.islink(config_path) else os.path.dirname(os.path.abspath(config_path))
+    folder = _real(config_path).parent if os.path.islink(config_path) else os.path.dirname(os.path.abspath(config_path))
     out = {}
     for folder in _folders(os.fspath(folder), None if root is None else os.fspath(root)):
         for fw, hit in _folder_pins(folder).items():
@@ -182,7 +189,7 @@ def pinned(config_path, root=None):
 @functools.lru_cache(maxsize=1024)
 def _folders(folder, root):
     """The folders whose dependency files pin versions for the files in folder, nearest first."""
-    start = Path(folder).resolve()
+    start = _real(folder)
     stop = repo_root(start, root)
     folders = [start]
     if stop is not None and (stop == start or stop in start.parents):

@@ -56,6 +56,14 @@ def make_assets(stack, out_dir, arch="qwen2", **model_kw):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def dataset_dir(assets, key, tmp_path):
+    """A data folder holding one of make_assets' data sets as train.jsonl (recipes name a folder)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl").write_text(open(assets[key]).read())
+    return data
+
+
 def launch(stack, argv, cwd, probe_dir, extra_env=None, timeout=900, label=""):
     """Run a launcher command in the stack venv with the engine probe active."""
     env = devenv.run_env(stack)

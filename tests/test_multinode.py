@@ -23,7 +23,7 @@ import pytest
 from ftrecipes import devenv, recipe, render, values
 from ftrecipes.errors import UserError
 from truth_jobs import run_truth
-from smoke_harness import (FRAMEWORKS, TIMINGS, assert_engine, assert_fp16_ran, cpu_fp16_env, free_port, make_assets,
+from smoke_harness import (FRAMEWORKS, TIMINGS, assert_engine, assert_fp16_ran, cpu_fp16_env, dataset_dir, free_port, make_assets,
                            native_cpu_fp16, read_probe, render_into)
 from test_smoke_qwen7b_lora_zero2_a100x2 import STANDIN_LORA_TARGET, qwen_conversations, torchrun_shim
 
@@ -337,9 +337,7 @@ def test_grpo_two_training_nodes_on_one_machine_train_from_the_multi_node_launch
     from test_smoke_qwen7b_lora_h100x8 import REWARD
 
     assets = make_assets("trl", tmp_path / "assets")
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "train.jsonl").write_text(open(assets["prompts"]).read())
+    data = dataset_dir(assets, "prompts", tmp_path)
     run, out = tmp_path / "run", tmp_path / "out"
     sets = [
         "nodes=3", "gpus_per_node=1", "vllm_gpus=1", f"model={assets['model']}", f"dataset={data}", "seq_len=64",

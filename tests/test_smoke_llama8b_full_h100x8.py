@@ -23,7 +23,7 @@ import math
 import pytest
 
 from ftrecipes import shellcmd
-from smoke_harness import free_port, launch, make_assets, read_probe, render_into
+from smoke_harness import dataset_dir, free_port, launch, make_assets, read_probe, render_into
 
 pytestmark = pytest.mark.smoke
 NAME = "llama8b-full-h100x8"
@@ -32,9 +32,7 @@ STEPS = 4
 
 def test_full_sft_fsdp2_trains(tmp_path):
     assets = make_assets("trl", tmp_path / "assets", arch="llama")
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "train.jsonl").write_text(open(assets["sft"]).read())
+    data = dataset_dir(assets, "sft", tmp_path)
     run = tmp_path / "run"
     sets = [
         f"model={assets['model']}", f"dataset={data}", "gpus_per_node=2", "seq_len=64",

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from ftrecipes import shellcmd
-from smoke_harness import assert_engine, free_port, launch, make_assets, read_probe, render_into
+from smoke_harness import assert_engine, dataset_dir, free_port, launch, make_assets, read_probe, render_into
 
 pytestmark = pytest.mark.smoke
 NAME = "qwen7b-lora-h100x8"
@@ -25,9 +25,7 @@ def length_reward(completions, **kwargs):
 
 def test_grpo_lora_zero3_trains(tmp_path):
     assets = make_assets("trl", tmp_path / "assets")
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "train.jsonl").write_text(open(assets["prompts"]).read())
+    data = dataset_dir(assets, "prompts", tmp_path)
     run = tmp_path / "run"
     sets = [
         f"model={assets['model']}", f"dataset={data}", "gpus_per_node=3", "vllm_gpus=1",

@@ -299,8 +299,8 @@ def _resident(c: _Plan) -> dict:
     return resident
 
 
-def _setup_transient(c: _Plan) -> float:
-    """GPU bytes DeepSpeed ZeRO-1/2 holds for a moment in __init__ (stage_1_and_2.py), on top of
+def _setup_transient(c: _Plan) -> tuple[float, float]:
+    """(transient, cache): GPU bytes DeepSpeed ZeRO-1/2 holds for a moment in __init__ (stage_1_and_2.py), on top of
     the parameters and the fp32 master partition that stay:
     - from 0.19.0 the bit16 parameters are flattened on the GPU when the card has room for a second
       copy (flatten_on_accelerator: available_memory() >= the flat buffer), else on the CPU as
@@ -312,7 +312,7 @@ def _setup_transient(c: _Plan) -> float:
     Measured on an H100 with 0.19.8 (bench/gpu_calibrate.md): Llama-3-8B, one GPU, 2P + 8P
     after setup's peak (74.8 GiB), and with Adam offload 2 x 2P for the flatten."""
     if not (c.deepspeed and c.stage in (1, 2)):
-        return 0.0
+        return 0.0, 0.0
     flat = c.p * c.trainable
     version = _version(c.s.deepspeed_version)
     # the bit16 partition is cloned before the fp32 cast; with offload, releases before 0.18.4
@@ -323,18 +323,17 @@ def _setup_transient(c: _Plan) -> float:
     candidates = [clone, zero_grad, c.tr.offload_staging]  # the staging buffer is made last
     # Every one of these is a single block larger than any parameter, so none fits in the blocks
     # the allocator keeps from freed tensors: each takes a new segment and all stay reserved
-    # (measured: Adam offload, 3 x 2P reserved after setup). setup_cache is what the allocator
+    # (measured: Adam offload, 3 x 2P reserved after setup). The cache returned is what the allocator
     # then holds beyond setup's allocated peak; it frees that before it would raise an OOM.
-    c.setup_cache = clone + zero_grad
+    cache = clone + zero_grad
     if version >= (0, 19, 0):
         free = c.gpu.memory_bytes - c.s.cuda_context_bytes - c.ms.params
         if free >= flat:
             # the master partition does not exist yet while the flat copy is made; afterwards
             # the originals' blocks (freed when the parameters become views of the copy) stay cached
             candidates.append(flat - c.ms.master)
-            c.setup_cache += flat
-    c.setup_cache = max(0.0, c.setup_cache - max(candidates))
-    return max(candidates)
+            cache += flat
+    return max(candidates), max(0.0, cache - max(candidates))
 
 
 def _reference_model(c: _Plan) -> None:
@@ -524,7 +523,7 @@ def _peak(c: _Plan, phases: list) -> tuple[float, str, Phase]:
     return max(gpu_peak, steady), name, peak_phase
 
 
-def _reserved(c: _Plan, gpu_peak: float, at: Phase, setup: Phase | None = None) -> dict:
+def _reserved(c: _Plan, gpu_peak: float, at: Phase, setup: Phase) -> dict:
     """What torch's allocator reserves and what the card holds outside it.
 
     The caching allocator keeps freed blocks for reuse; tensors that live for the whole run
@@ -545,7 +544,7 @@ def _reserved(c: _Plan, gpu_peak: float, at: Phase, setup: Phase | None = None) 
     logits = c.act.forward_transient + c.act.backward_loss_transient if c.act else 0.0
     reclaimable = ALLOCATOR_VARYING * logits if c.s.varying_lengths else 0.0
     reserved = allocated + ALLOCATOR_FIXED + ALLOCATOR_SLACK * churn + reclaimable
-    if setup is not None and c.setup_cache:
+    if c.setup_cache:
         # blocks freed during setup stay reserved (up to what the card has) unless training's own
         # reserve is larger; the allocator releases them before an OOM, so they never count in
         # the verdict
@@ -584,8 +583,8 @@ def estimate(s: Setup) -> Result:
     c.resident = _resident(c)
     # ZeRO-3's initialize_optimizer_states() steps Adam on an fp32 zero-gradient buffer of the
     # largest sub-group, freed again before training starts
-    setup = c.phase("setup", master=c.ms.master,
-                    temporaries=c.tr.init_grad_buffer if c.resident else _setup_transient(c))
+    transient, c.setup_cache = (c.tr.init_grad_buffer, 0.0) if c.resident else _setup_transient(c)
+    setup = c.phase("setup", master=c.ms.master, temporaries=transient)
     held = setup.total_bytes - c.base["runtime"] - c.base["generation"]
     setup.by_category["temporaries"] += max(0.0, c.xt["load"] - held)  # a whole model loaded per GPU
     phases = [setup, _forward(c), _backward(c), _step(c)]

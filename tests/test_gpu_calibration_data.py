@@ -59,3 +59,32 @@ def test_estimate_against_h100_measurement(case, measured, env, tmp_path):
     exact = case.engine == "torch" or (case.zero_stage in (1, 2) and case.offload_optimizer == "none")
     if exact and "oom" not in measured:
         assert est["allocated"] == pytest.approx(_peak(measured), rel=0.05), case.name
+
+
+def _reserved_peak(measured):
+    return max(v["reserved"] for v in measured.values() if isinstance(v, dict))
+
+
+@pytest.mark.parametrize("case, measured, env", [c for c in _cases() if c.values[0].engine == "deepspeed"
+                                                 and c.values[0].offload_optimizer == "none"
+                                                 and c.values[0].lora_rank == 0 and "oom" not in c.values[1]])
+def test_reserved_of_full_zero_runs(case, measured, env, tmp_path):
+    """Full ZeRO-1/2/3 with Adam on the GPU: from the second step on the allocator keeps a second
+    fp32 cast block (estimate._step_recast). Without it reserved was 8-10 % low on every such run;
+    with it the estimate must be within 7 % of max_memory_reserved (ZeRO-1/2 now +0.9 %, ZeRO-3
+    -5.2 and -5.6 %)."""
+    est = _estimate(case, env, tmp_path)
+    assert est["reserved"] == pytest.approx(_reserved_peak(measured), rel=0.07), case.name
+
+
+@pytest.mark.parametrize("case, measured, env", [c for c in _cases() if c.values[0].engine == "deepspeed"
+                                                 and c.values[0].zero_stage in (1, 2)
+                                                 and c.values[0].offload_optimizer != "none"])
+def test_backward_of_zero2_with_adam_offload(case, measured, env, tmp_path):
+    """ZeRO-1/2 with Adam offloaded: no gradient partition stays on the GPU, but the LM head's
+    gradient (larger than the reduce bucket, so outside it) and its fp32 cast for the host copy
+    do, early in backward. Without them the first backward was 12.8 and 12.9 % below
+    max_memory_allocated; with them it must be within 11 % (9.0 and 10.8 % now; what is still
+    missing is not known)."""
+    est = _estimate(case, env, tmp_path)
+    assert est["phases"]["backward"] == pytest.approx(measured["backward"]["allocated"], rel=0.11), case.name

@@ -463,6 +463,16 @@ def _backward(c: _Plan) -> Phase:
     L = shape.num_hidden_layers
     T = s.seq_len * s.micro_batch * (2 if s.method == "dpo" else 1)
     head_grad = 0.0 if s.lora_rank or shape.tie_word_embeddings or c.stage >= 2 else p * shape.vocab_size * shape.hidden_size
+    if c.deepspeed and c.stage in (1, 2) and c.off_opt != "none" and not s.lora_rank:
+        # with Adam offloaded no gradient partition stays on the GPU, but each reduced gradient is
+        # cast to fp32 on the GPU before it is copied to the host partition (stage_1_and_2.py
+        # async_inplace_copy_grad_to_fp32_buffer_from_gpu: src_tensor.to(fp32), read in 0.18.4 to
+        # 0.19.8), and a gradient larger than the reduce bucket (the LM head) bypasses the bucket
+        # and stays whole until then. The head's is the first and the largest: it comes while the
+        # top layer is worked on. Measured backward (bench/gpu_calibrate.md) was 13 % above the
+        # estimate without this and is 9-11 % above with it.
+        N = shape.vocab_size * shape.hidden_size
+        head_grad = (p * N if N > c.ds["reduce_bucket_size"] else 0.0) + 4 * N / c.n
     layer_grad = grads_full / L
     # the embedding's dense gradient is written last; until then it is a temporary
     last_grad = p * c.largest_tensor if not s.lora_rank and c.stage < 2 else 0.0
@@ -523,7 +533,7 @@ def _peak(c: _Plan, phases: list) -> tuple[float, str, Phase]:
     return max(gpu_peak, steady), name, peak_phase
 
 
-def _reserved(c: _Plan, gpu_peak: float, at: Phase, setup: Phase) -> dict:
+def _reserved(c: _Plan, gpu_peak: float, at: Phase, setup: Phase, step: Phase) -> dict:
     """What torch's allocator reserves and what the card holds outside it.
 
     The caching allocator keeps freed blocks for reuse; tensors that live for the whole run
@@ -544,6 +554,11 @@ def _reserved(c: _Plan, gpu_peak: float, at: Phase, setup: Phase) -> dict:
     logits = c.act.forward_transient + c.act.backward_loss_transient if c.act else 0.0
     reclaimable = ALLOCATOR_VARYING * logits if c.s.varying_lengths else 0.0
     reserved = allocated + ALLOCATOR_FIXED + ALLOCATOR_SLACK * churn + reclaimable
+    recast = _step_recast(c)
+    if recast:
+        # from the second step on the allocator holds a second fp32 cast block beside the step's
+        # own (_step_recast); it is not released before an OOM, so it counts like allocated memory
+        reserved = max(reserved, step.total_bytes - context - generation + ALLOCATOR_FIXED + recast)
     if c.setup_cache:
         # blocks freed during setup stay reserved (up to what the card has) unless training's own
         # reserve is larger; the allocator releases them before an OOM, so they never count in
@@ -556,6 +571,28 @@ def _reserved(c: _Plan, gpu_peak: float, at: Phase, setup: Phase) -> dict:
     nccl = NCCL_BUFFERS if c.n > 1 and c.s.framework != "torch" else 0
     return {"gpu_allocated_bytes": allocated, "gpu_reserved_bytes": reserved, "cuda_context_bytes": context,
             "gpu_card_bytes": reserved + context + nccl + generation, "reclaimable": reclaimable}
+
+
+def _step_recast(c: _Plan) -> float:
+    """Bytes of the extra block DeepSpeed's step leaves reserved from the second step on.
+
+    ZeRO-1/2/3 with the optimizer on the GPU build the fp32 gradient of a partition (ZeRO-1/2) or
+    of a sub-group (ZeRO-3) in two allocations: a low-precision flatten, then its fp32 copy
+    (deepspeed_transients: step_grad_cast). In the first step both are new segments. From the
+    second step on, the flatten is placed in the cached block the first step's fp32 copy left, so
+    the fp32 copy cannot reuse that block and takes a new segment of its own: reserved memory
+    then stands one fp32 block above the step's allocated peak. Measured on an H100 with
+    DeepSpeed 0.19.8 (bench/gpu_calibrate.md, Qwen2.5-7B width, 8 layers, one GPU): ZeRO-1 and
+    ZeRO-2 step 2 reserved 71.62 GiB for 60.60 allocated (the fp32 partition is 11.0 GiB),
+    ZeRO-3 at 2,048 tokens 57.30 for 50.78 (sub-group of 1e9: 3.7 GiB). At 8,192 tokens ZeRO-3
+    grew no further: the freed fp32 logits (4.6 GiB) already offered a block that large. So the
+    block counts only when no short-lived block at least its size is freed before the step."""
+    if not c.deepspeed or c.off_opt != "none" or c.stage == 0 or not c.tr.step_grad_cast:
+        return 0.0
+    fp32 = 4 * c.tr.step_grad_cast / (c.p + 4)
+    tokens = c.s.seq_len * c.s.micro_batch * (2 if c.s.method == "dpo" else 1)
+    freed = 4 * c.shape.vocab_size * tokens if c.shape is not None and c.loss_kernel == "none" else 0.0
+    return fp32 if freed < fp32 else 0.0
 
 
 def _host(c: _Plan) -> tuple[dict, float]:
@@ -589,7 +626,7 @@ def estimate(s: Setup) -> Result:
     setup.by_category["temporaries"] += max(0.0, c.xt["load"] - held)  # a whole model loaded per GPU
     phases = [setup, _forward(c), _backward(c), _step(c)]
     gpu_peak, peak_name, at = _peak(c, phases)
-    card = _reserved(c, gpu_peak, at, setup)
+    card = _reserved(c, gpu_peak, at, setup, phases[3])
     reclaimable = card.pop("reclaimable")
     host, host_peak = _host(c)
     return Result(

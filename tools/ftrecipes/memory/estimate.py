@@ -28,7 +28,7 @@ CUDA_CONTEXT = int(0.75 * GiB)
 # bench/published_memory's train split, never on its held-out part. Fitted on nvidia-smi and
 # max_memory_reserved figures, the fixed part also absorbs what no term names (cuBLAS
 # workspaces, a context larger than CUDA_CONTEXT).
-ALLOCATOR_FIXED = int(0.75 * GiB)
+ALLOCATOR_FIXED = int(0.50 * GiB)
 ALLOCATOR_SLACK = 0.20
 # With samples of different lengths every step frees and re-allocates its largest blocks, the
 # V-wide logits and loss tensors, in a size set by its token count; a larger step cannot reuse
@@ -37,11 +37,11 @@ ALLOCATOR_SLACK = 0.20
 # cached segments and retries before it raises OOM (c10/cuda/CUDACachingAllocator.cpp,
 # DeviceCachingAllocator::malloc: release_cached_blocks, then alloc_block again), so this part
 # counts in reserved and nvidia-smi figures, never in the verdict.
-ALLOCATOR_VARYING = 2.00
+ALLOCATOR_VARYING = 1.90
 # NCCL's own buffers (per peer and channel, NCCL_BUFFSIZE) are cudaMalloc'ed by NCCL, outside
 # torch's caching allocator: nvidia-smi shows them, max_memory_reserved does not, and a process
 # alone in its communicator has no peers. Fitted like the constants above.
-NCCL_BUFFERS = int(1.75 * GiB)
+NCCL_BUFFERS = int(2.00 * GiB)
 CATEGORIES = ("params", "grads", "master", "optimizer", "activations", "temporaries", "runtime", "generation")
 
 

@@ -416,6 +416,11 @@ def _runtime_reserve(c: _Plan) -> dict:
             "grads": c.ms.comm_buffers}
 
 
+def _tokens(s: Setup) -> int:
+    """Tokens of one micro batch through the model (DPO runs chosen and rejected together)."""
+    return s.seq_len * s.micro_batch * (2 if s.method == "dpo" else 1)
+
+
 def _forward_extra(c: _Plan) -> float:
     """Forward temporaries on top of the saved activations (logits, a reference model's outputs)."""
     s, act = c.s, c.act
@@ -426,7 +431,7 @@ def _forward_extra(c: _Plan) -> float:
         # TRL/LLaMA-Factory compute the reference log-probs after the policy forward, under
         # no_grad: its logits (p*V), their fp32 copy (4V) and log-probs (4V) per token then sit on
         # top of the policy's saved activations (which already include the policy's log-probs).
-        tokens = s.seq_len * 2 * s.micro_batch
+        tokens = _tokens(s)
         extra = act.forward_transient + 4 * c.shape.vocab_size * tokens
         if c.loss_kernel in trl_head.TRL_KERNELS:
             # TRL's reference forward runs the same chunked head under no_grad, after the policy's
@@ -461,18 +466,8 @@ def _backward(c: _Plan) -> Phase:
     if act is None:
         return c.phase("backward", master=c.ms.master, temporaries=buffers, grads=grads_full)
     L = shape.num_hidden_layers
-    T = s.seq_len * s.micro_batch * (2 if s.method == "dpo" else 1)
-    head_grad = 0.0 if s.lora_rank or shape.tie_word_embeddings or c.stage >= 2 else p * shape.vocab_size * shape.hidden_size
-    if c.deepspeed and c.stage in (1, 2) and c.off_opt != "none" and not s.lora_rank:
-        # with Adam offloaded no gradient partition stays on the GPU, but each reduced gradient is
-        # cast to fp32 on the GPU before it is copied to the host partition (stage_1_and_2.py
-        # async_inplace_copy_grad_to_fp32_buffer_from_gpu: src_tensor.to(fp32), read in 0.18.4 to
-        # 0.19.8), and a gradient larger than the reduce bucket (the LM head) bypasses the bucket
-        # and stays whole until then. The head's is the first and the largest: it comes while the
-        # top layer is worked on. Measured backward (bench/gpu_calibrate.md) was 13 % above the
-        # estimate without this and is 9-11 % above with it.
-        N = shape.vocab_size * shape.hidden_size
-        head_grad = (p * N if N > c.ds["reduce_bucket_size"] else 0.0) + 4 * N / c.n
+    T = _tokens(s)
+    head_grad = _head_grad(c)
     layer_grad = grads_full / L
     # the embedding's dense gradient is written last; until then it is a temporary
     last_grad = p * c.largest_tensor if not s.lora_rank and c.stage < 2 else 0.0
@@ -489,6 +484,24 @@ def _backward(c: _Plan) -> Phase:
     best = max(cands, key=lambda cand: cand[0] + cand[1] + max(cand[2], floor))
     return c.phase("backward", master=c.ms.master, activations=best[0], temporaries=best[1] + buffers,
                    grads=best[2])
+
+
+def _head_grad(c: _Plan) -> float:
+    """GPU bytes of the LM head's gradient while the top layer's backward runs."""
+    s, shape = c.s, c.shape
+    N = shape.vocab_size * shape.hidden_size
+    if s.lora_rank:
+        return 0.0
+    if c.deepspeed and c.stage in (1, 2) and c.off_opt != "none":
+        # with Adam offloaded no gradient partition stays on the GPU, but each reduced gradient is
+        # cast to fp32 on the GPU before it is copied to the host partition (stage_1_and_2.py
+        # async_inplace_copy_grad_to_fp32_buffer_from_gpu: src_tensor.to(fp32), read in 0.18.4 to
+        # 0.19.8), and a gradient larger than the reduce bucket (the LM head) bypasses the bucket
+        # and stays whole until then. The head's is the first and the largest: it comes while the
+        # top layer is worked on. Measured backward (bench/gpu_calibrate.md) was 13 % above the
+        # estimate without this and is 9-11 % above with it.
+        return (c.p * N if N > c.ds["reduce_bucket_size"] else 0.0) + 4 * N / c.n
+    return 0.0 if shape.tie_word_embeddings or c.stage >= 2 else c.p * N
 
 
 def _step(c: _Plan) -> Phase:
@@ -590,8 +603,7 @@ def _step_recast(c: _Plan) -> float:
     if not c.deepspeed or c.off_opt != "none" or c.stage == 0 or not c.tr.step_grad_cast:
         return 0.0
     fp32 = 4 * c.tr.step_grad_cast / (c.p + 4)
-    tokens = c.s.seq_len * c.s.micro_batch * (2 if c.s.method == "dpo" else 1)
-    freed = 4 * c.shape.vocab_size * tokens if c.shape is not None and c.loss_kernel == "none" else 0.0
+    freed = 4 * c.shape.vocab_size * _tokens(c.s) if c.shape is not None and c.loss_kernel == "none" else 0.0
     return fp32 if freed < fp32 else 0.0
 
 

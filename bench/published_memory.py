@@ -100,6 +100,15 @@ def load(path: str = CASES) -> list[dict]:
     return cases
 
 
+def setup_of(case: dict) -> dict:
+    """A case's Setup fields; a model named by a .json file is a config.json beside cases.yaml
+    (models/), for checkpoints whose shape differs from the catalog's."""
+    setup = dict(case["setup"])
+    if str(setup.get("model", "")).endswith(".json"):
+        setup["model"] = os.path.join(os.path.dirname(CASES), setup["model"])
+    return setup
+
+
 def figures(r) -> dict:
     """Allocated, reserved and card-level (nvidia-smi) peaks of an estimate, in bytes.
 
@@ -131,7 +140,7 @@ def evaluate(case: dict) -> dict:
     if unknown:
         return {**row, "expressible": False, "why": "Setup has no " + ", ".join(unknown)}
     try:
-        r = run(Setup(**case["setup"]), with_remedies=False)
+        r = run(Setup(**setup_of(case)), with_remedies=False)
     except (KeyError, ValueError, TypeError) as e:
         return {**row, "expressible": False, "why": str(e).strip("'\"")}
     f = figures(r)

@@ -226,10 +226,13 @@ _MODELS = [
     # every head has its own K/V (no GQA).
     _shape("Qwen-7B", 4096, 11008, 32, 32, 32, 151936, bias=True, mtype="qwen",
            note="QwenLM/Qwen v1 (trust_remote_code); MHA, c_attn with bias"),
-    _shape("Llama-3-8B", 4096, 14336, 32, 32, 8, 128256, rms_norm_eps=1e-5, rope_theta=500000.0),
-    _shape("Llama-3.1-8B", 4096, 14336, 32, 32, 8, 128256, rms_norm_eps=1e-5, rope_theta=500000.0),
-    _shape("Llama-2-7B", 4096, 11008, 32, 32, 32, 32000, rms_norm_eps=1e-5),
-    _shape("Mistral-7B", 4096, 14336, 32, 32, 8, 32000, mtype="mistral", rms_norm_eps=1e-5),
+    _shape("Llama-3-8B", 4096, 14336, 32, 32, 8, 128256, rms_norm_eps=1e-5, rope_theta=500000.0,
+           max_position_embeddings=8192),
+    _shape("Llama-3.1-8B", 4096, 14336, 32, 32, 8, 128256, rms_norm_eps=1e-5, rope_theta=500000.0,
+           max_position_embeddings=131072),
+    _shape("Llama-2-7B", 4096, 11008, 32, 32, 32, 32000, rms_norm_eps=1e-5, max_position_embeddings=4096),
+    _shape("Mistral-7B", 4096, 14336, 32, 32, 8, 32000, mtype="mistral", rms_norm_eps=1e-5,
+           max_position_embeddings=32768),
     # MiniCPM-V 2.6 = SigLIP-400M + resampler + Qwen2-7B (vocab 151666 in its config.json);
     # MiniCPM-Llama3-V 2.5 = SigLIP-400M + resampler + Llama-3-8B. Activations are modelled for the
     # language model only (the vision tower's activations are small next to a 7B decoder's);
@@ -251,11 +254,12 @@ _MODELS = [
     _shape("Qwen2.5-72B", 8192, 29568, 80, 64, 8, 152064, **_QWEN2),
     # meta-llama/Llama-3.2-1B and -3B config.json: tied embeddings, head_dim 64 / 128
     _shape("Llama-3.2-1B", 2048, 8192, 16, 32, 8, 128256, tie=True, head_dim=64, rms_norm_eps=1e-5,
-           rope_theta=500000.0),
+           rope_theta=500000.0, max_position_embeddings=131072),
     _shape("Llama-3.2-3B", 3072, 8192, 28, 24, 8, 128256, tie=True, head_dim=128, rms_norm_eps=1e-5,
-           rope_theta=500000.0),
+           rope_theta=500000.0, max_position_embeddings=131072),
     # mistralai/Mistral-7B-v0.3 config.json: vocabulary grown to 32768
-    _shape("Mistral-7B-v0.3", 4096, 14336, 32, 32, 8, 32768, mtype="mistral", rms_norm_eps=1e-5),
+    _shape("Mistral-7B-v0.3", 4096, 14336, 32, 32, 8, 32768, mtype="mistral", rms_norm_eps=1e-5,
+           max_position_embeddings=32768),
     # google/gemma-3-{1b,4b,12b}-pt config.json text_config: head_dim 256, tied embeddings,
     # vocab 262144 (1B) / 262208 (4B, 12B, with image tokens); 4B and 12B carry the SigLIP tower
     _shape("Gemma-3-1B", 1152, 6912, 26, 4, 1, 262144, tie=True, mtype="gemma3_text", head_dim=256),
@@ -300,7 +304,7 @@ def model(name_or_path: str) -> ModelShape:
 # HF config.json fields the shape is built from: where (under the language model's config)
 # and alternative names (GPT-2 style); counts must be positive integers.
 _HF_COUNTS = (("hidden_size",), ("vocab_size",), ("num_hidden_layers", "n_layer"), ("num_attention_heads", "n_head"))
-_HF_OPTIONAL_COUNTS = ("intermediate_size", "num_key_value_heads", "head_dim")
+_HF_OPTIONAL_COUNTS = ("intermediate_size", "num_key_value_heads", "head_dim", "max_position_embeddings")
 _HF_FLAGS = ("tie_word_embeddings", "attention_bias")
 _MAX_DIM = 2**31 - 1  # a tensor dimension
 # What with_vision reads of a VLM's image tower, when present.

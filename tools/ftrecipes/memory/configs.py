@@ -42,7 +42,7 @@ _LF_STAGE = {"sft": "sft", "pt": "sft", "rm": "sft", "dpo": "dpo", "kto": "dpo"}
 MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "loss_kernel", "modules_to_save",
                "framework", "fsdp_offload", "zero3_init", "image_slices", "adapter_fp32", "trainer", "load_dtype",
                "varying_lengths", "checkpoint_offload", "optimizer_in_backward", "adam_impl", "mixed_precision",
-               "accelerate_version", "trl_version", "loss_type")
+               "accelerate_version", "trl_version", "transformers_version", "loss_type")
 
 
 class _File:
@@ -471,7 +471,8 @@ def split_sets(recipe_keys, items) -> tuple[list, list]:
 
 
 # `--framework-version NAME=VER` names whose release changes what the estimate models
-_VERSION_FIELDS = {"accelerate": "accelerate_version", "deepspeed": "deepspeed_version", "trl": "trl_version"}
+_VERSION_FIELDS = {"accelerate": "accelerate_version", "deepspeed": "deepspeed_version", "trl": "trl_version",
+                   "transformers": "transformers_version"}
 
 
 def version_fields(items) -> dict:

@@ -16,7 +16,8 @@ from . import trl_head
 from .deepspeed_transients import Transients, resolve, transients
 from .host import GiB, host_bytes
 from .model_states import (adapters_in_fp32, check_expressed, expressed_states, expressed_transients,
-                           uses_master_weights, zero_paper_model_states)
+                           mixed_precision_on, rope_table_bytes, uses_master_weights,
+                           zero_paper_model_states)
 
 PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 TIGHT_HEADROOM = 0.10
@@ -105,6 +106,7 @@ class Setup:
                                        # RAM (Unsloth's "unsloth" mode, LLaMA-Factory use_unsloth_gc)
     optimizer_in_backward: bool = False  # each parameter stepped and its gradient freed as soon as it
                                          # is accumulated (torchtune optimizer_in_bwd)
+    transformers_version: str = ""     # e.g. "4.40.2"; "": a current release (model_states.ROPE_TABLES_UNTIL)
     trl_version: str = ""              # trainer trl: the release ("": trl_head.TRL_DEFAULT), which decides
                                        # the LM-head / loss path (trl_head.loss_path)
     loss_type: str = ""                # TRL SFTConfig.loss_type as the config states it ("": unset)
@@ -218,6 +220,7 @@ class _Plan:
     xt: dict = field(default_factory=dict)  # temporaries of the non-DeepSpeed settings, by phase
     loss_kernel: str = "none"  # the LM-head / loss path the trainer really runs (trl_head.loss_path)
     setup_cache: float = 0.0   # freed in setup but kept reserved by the allocator (_setup_transient)
+    output_copy: float = 0.0   # accelerate's fp32 copy of the returned logits (_forward_extra)
 
     def phase(self, name, **cats) -> Phase:
         d = {c: 0.0 for c in CATEGORIES}
@@ -412,7 +415,10 @@ def _runtime_reserve(c: _Plan) -> dict:
         util = 0.3 if s.vllm_gpu_memory_utilization is None else s.vllm_gpu_memory_utilization
         generation = util * gpu.memory_bytes
         c.notes.append(f"colocated vLLM reserves {util:.0%} of each training GPU")
-    return {"params": c.ms.params + c.ref_params, "runtime": s.cuda_context_bytes, "generation": generation,
+    tables, note = rope_table_bytes(s, c.shape, c.p)
+    if note:
+        c.notes.append(note)
+    return {"params": c.ms.params + c.ref_params + tables, "runtime": s.cuda_context_bytes, "generation": generation,
             "grads": c.ms.comm_buffers}
 
 
@@ -441,11 +447,25 @@ def _forward_extra(c: _Plan) -> float:
             # CustomDPOTrainer.concatenated_forward returns the policy's fp32 logits for its
             # metrics, so they are still alive while the reference model runs
             extra += 4 * c.shape.vocab_size * tokens
+    if c.loss_kernel == "chunked" and _accelerate_amp(s):
+        # accelerate's native AMP (bf16/fp16 outside DeepSpeed) wraps the model's forward in
+        # convert_outputs_to_fp32 (accelerator.py prepare_model, read in 0.30.1 and 1.12.0), so the
+        # p-byte logits a chunked kernel keeps and returns get an fp32 copy at the end of forward,
+        # alive until the Trainer's compute_loss returns. transformers' own loss returns logits
+        # too, but its fp32 copy of them is freed by then, so "none" peaks no higher.
+        c.output_copy = 4 * c.shape.vocab_size * _tokens(s)
+        extra = max(extra, c.output_copy)
     if s.gradient_checkpointing:
         # a checkpointed layer still materialises its activations while it runs (upper bound:
         # all of them at once); matters when they outgrow the logits, e.g. eager attention's s*s
         extra = max(extra, act.recompute_layer)
     return extra
+
+
+def _accelerate_amp(s: Setup) -> bool:
+    """The trainer runs the model through accelerate's prepare_model with native AMP."""
+    return (s.trainer in ("llamafactory", "trl", "accelerate") and s.framework != "deepspeed"
+            and s.precision != "fp32" and mixed_precision_on(s))
 
 
 def _forward(c: _Plan) -> Phase:
@@ -562,9 +582,14 @@ def _reserved(c: _Plan, gpu_peak: float, at: Phase, setup: Phase, step: Phase) -
     generation = c.base["generation"]
     allocated = gpu_peak - context - generation
     churn = at.by_category["activations"] + at.by_category["temporaries"]
+    if at.name == "forward":
+        # accelerate's fp32 copy of the logits is the last allocation of forward and the first
+        # thing freed after it: one block, a segment of its own, full at the peak, so it leaves
+        # no free pieces between live blocks (the fitted slack was fitted without such a block)
+        churn -= min(churn, c.output_copy)
     # the V-wide logits and loss tensors are the largest blocks a step frees and re-allocates in
     # a size set by its token count
-    logits = c.act.forward_transient + c.act.backward_loss_transient if c.act else 0.0
+    logits = c.act.forward_transient + c.act.backward_loss_transient + c.output_copy if c.act else 0.0
     reclaimable = ALLOCATOR_VARYING * logits if c.s.varying_lengths else 0.0
     reserved = allocated + ALLOCATOR_FIXED + ALLOCATOR_SLACK * churn + reclaimable
     recast = _step_recast(c)

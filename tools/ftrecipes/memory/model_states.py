@@ -273,6 +273,42 @@ def uses_master_weights(s) -> bool:
 
 _DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
+# The last transformers release, by model_type, whose attention layers each build their own
+# rotary embedding with cos and sin tables for all max_position_embeddings positions, registered
+# as module buffers in the default dtype of model construction (from_pretrained sets it to
+# torch_dtype). Read in the released wheels: modeling_llama.py has `cos_cached` up to 4.37 and
+# `_cos_cached` "for BC" in 4.38-4.40, none from 4.41; modeling_mistral.py none from 4.42;
+# modeling_qwen2.py none from 4.45, when one model-level rotary_emb computes them per forward.
+# Buffers are not partitioned by ZeRO-3 or FSDP: every GPU holds all of them.
+ROPE_TABLES_UNTIL = {"llama": (4, 40), "mistral": (4, 41), "qwen2": (4, 44)}
+
+
+def rope_table_bytes(s, shape, p: int) -> tuple[float, str]:
+    """(GPU bytes, note) of the per-layer RoPE tables that transformers_version keeps, if any.
+    Models whose max_position_embeddings is large (long-context fine-tunes with 1M positions)
+    pay for every position in every layer, whatever the sequence length trained."""
+    if not s.transformers_version or shape is None:
+        return 0.0, ""
+    from ..pep440 import parse
+
+    try:
+        release = parse(s.transformers_version).release
+    except ValueError as exc:
+        raise ValueError(f"transformers_version: {exc}") from None
+    until = ROPE_TABLES_UNTIL.get(shape.model_type)
+    if until is None or tuple(release[:2]) > until:
+        return 0.0, ""
+    positions = shape.hf_config.get("max_position_embeddings")
+    if not positions:
+        return 0.0, (f"transformers {s.transformers_version} keeps cos/sin tables of all positions in every "
+                     f"{shape.model_type} attention layer; not counted: the model's max_position_embeddings is "
+                     "unknown (pass its config.json)")
+    per_layer = 2 * positions * shape.head_dim * load_bytes(s, p)
+    total = shape.num_hidden_layers * per_layer
+    return total, (f"transformers {s.transformers_version} keeps cos/sin tables of all {positions:,} positions in "
+                   f"every attention layer: {shape.num_hidden_layers} x {per_layer / 2**30:.2f} GiB, counted with "
+                   "the parameters")
+
 
 def load_bytes(s, p: int) -> int:
     """Bytes per weight as loaded: DeepSpeed casts the module to its compute dtype; otherwise the

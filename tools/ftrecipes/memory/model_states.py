@@ -306,8 +306,8 @@ def rope_table_bytes(s, shape, p: int) -> tuple[float, str]:
     per_layer = 2 * positions * shape.head_dim * load_bytes(s, p)
     total = shape.num_hidden_layers * per_layer
     return total, (f"transformers {s.transformers_version} keeps cos/sin tables of all {positions:,} positions in "
-                   f"every attention layer: {shape.num_hidden_layers} x {per_layer / 2**30:.2f} GiB, counted with "
-                   "the parameters")
+                   f"every attention layer: {shape.num_hidden_layers} x {per_layer / 2**20:,.0f} MiB = "
+                   f"{total / 2**30:.2f} GiB, counted with the parameters")
 
 
 def load_bytes(s, p: int) -> int:

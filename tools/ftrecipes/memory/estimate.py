@@ -464,8 +464,7 @@ def _forward_extra(c: _Plan) -> float:
 
 def _accelerate_amp(s: Setup) -> bool:
     """The trainer runs the model through accelerate's prepare_model with native AMP."""
-    return (s.trainer in ("llamafactory", "trl", "accelerate") and s.framework != "deepspeed"
-            and s.precision != "fp32" and mixed_precision_on(s))
+    return s.trainer in ("llamafactory", "trl", "accelerate") and s.framework != "deepspeed" and mixed_precision_on(s)
 
 
 def _forward(c: _Plan) -> Phase:

@@ -957,6 +957,10 @@ def _compose(loader_class, text, path):
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         msg = exc.problem or exc.context or "invalid YAML"
+        if msg == "exceeded maximum nesting depth":
+            # libyaml's own limit (PyYAML 6.0.4 wheels: 1,000 flow levels) can fire before the
+            # composer's MAX_DEPTH check sees the events; one message whichever stops it
+            msg = "nested too deeply"
         line, column = _clamp(text, mark) if mark else (None, None)
         raise UserError(f"invalid YAML: {msg}", path=path, line=line, column=column) from None
     except yaml.reader.ReaderError as exc:

@@ -581,7 +581,7 @@ def _reserved(c: _Plan, gpu_peak: float, at: Phase, setup: Phase, step: Phase) -
     generation = c.base["generation"]
     allocated = gpu_peak - context - generation
     churn = at.by_category["activations"] + at.by_category["temporaries"]
-    if at.name == "forward":
+    if at.name == "forward" and at.by_category["temporaries"] >= c.output_copy:
         # accelerate's fp32 copy of the logits is the last allocation of forward and the first
         # thing freed after it: one block, a segment of its own, full at the peak, so it leaves
         # no free pieces between live blocks (the fitted slack was fitted without such a block)

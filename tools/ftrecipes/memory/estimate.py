@@ -15,9 +15,8 @@ from .activations import ALL_LINEAR, activations, lora_params_per_layer, lora_ta
 from . import trl_head
 from .deepspeed_transients import Transients, resolve, transients
 from .host import GiB, host_bytes
-from .model_states import (adapters_in_fp32, check_expressed, expressed_states, expressed_transients,
-                           mixed_precision_on, rope_table_bytes, uses_master_weights,
-                           zero_paper_model_states)
+from .model_states import (accelerate_native_amp, adapters_in_fp32, check_expressed, expressed_states,
+                           expressed_transients, rope_table_bytes, uses_master_weights, zero_paper_model_states)
 
 PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 TIGHT_HEADROOM = 0.10
@@ -447,7 +446,7 @@ def _forward_extra(c: _Plan) -> float:
             # CustomDPOTrainer.concatenated_forward returns the policy's fp32 logits for its
             # metrics, so they are still alive while the reference model runs
             extra += 4 * c.shape.vocab_size * tokens
-    if c.loss_kernel == "chunked" and _accelerate_amp(s):
+    if c.loss_kernel == "chunked" and accelerate_native_amp(s):
         # accelerate's native AMP (bf16/fp16 outside DeepSpeed) wraps the model's forward in
         # convert_outputs_to_fp32 (accelerator.py prepare_model, read in 0.30.1 and 1.12.0), so the
         # p-byte logits a chunked kernel keeps and returns get an fp32 copy at the end of forward,
@@ -460,11 +459,6 @@ def _forward_extra(c: _Plan) -> float:
         # all of them at once); matters when they outgrow the logits, e.g. eager attention's s*s
         extra = max(extra, act.recompute_layer)
     return extra
-
-
-def _accelerate_amp(s: Setup) -> bool:
-    """The trainer runs the model through accelerate's prepare_model with native AMP."""
-    return s.trainer in ("llamafactory", "trl", "accelerate") and s.framework != "deepspeed" and mixed_precision_on(s)
 
 
 def _forward(c: _Plan) -> Phase:

@@ -233,13 +233,14 @@ def check_expressed(s) -> list[str]:
         raise ValueError("optimizer_in_backward cannot accumulate gradients (grad_accum must be 1)")
     if s.mixed_precision not in MIXED_PRECISIONS:
         raise ValueError(f"mixed_precision must be one of no, bf16, fp16, got {s.mixed_precision!r}")
-    if s.accelerate_version:
-        from ..pep440 import parse
+    for name in ("accelerate_version", "transformers_version"):
+        if getattr(s, name):
+            from ..pep440 import parse
 
-        try:
-            parse(s.accelerate_version)
-        except ValueError as exc:
-            raise ValueError(f"accelerate_version: {exc}") from None
+            try:
+                parse(getattr(s, name))
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from None
     notes = []
     if fsdp2_upcast(s) == "all":
         assumed = "" if s.accelerate_version else " (assumed: no accelerate version given)"
@@ -291,10 +292,7 @@ def rope_table_bytes(s, shape, p: int) -> tuple[float, str]:
         return 0.0, ""
     from ..pep440 import parse
 
-    try:
-        release = parse(s.transformers_version).release
-    except ValueError as exc:
-        raise ValueError(f"transformers_version: {exc}") from None
+    release = parse(s.transformers_version).release  # check_expressed has refused a malformed one
     until = ROPE_TABLES_UNTIL.get(shape.model_type)
     if until is None or tuple(release[:2]) > until:
         return 0.0, ""
@@ -363,6 +361,12 @@ def mixed_precision_on(s) -> bool:
     if s.mixed_precision:
         return s.mixed_precision != "no"
     return s.precision != "fp32" and s.master_weights is not False
+
+
+def accelerate_native_amp(s) -> bool:
+    """The trainer runs the model through accelerate's prepare_model with native AMP (bf16/fp16
+    mixed precision outside DeepSpeed, accelerator.py)."""
+    return s.trainer in ("llamafactory", "trl", "accelerate") and s.framework != "deepspeed" and mixed_precision_on(s)
 
 
 def fsdp2_upcast(s) -> str:

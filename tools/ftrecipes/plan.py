@@ -99,14 +99,20 @@ def _backends(framework: str, full: bool, n: int):
     return out
 
 
+# The dropout a planned LoRA config is written with (plan_out renders s.lora_dropout), so the
+# plan's estimate counts the masks that dropout keeps.
+PLAN_LORA_DROPOUT = 0.05
+
+
 def _method_fields(method: str, lora_rank: int, adapter: str = "none") -> dict:
     """Setup fields of a method; `adapter` trains DPO/GRPO through LoRA or QLoRA too."""
     if method in ("lora", "qlora"):
         method, adapter = "sft", method
     if adapter == "lora":
-        return dict(method=method, lora_rank=lora_rank, lora_target="all")
+        return dict(method=method, lora_rank=lora_rank, lora_target="all", lora_dropout=PLAN_LORA_DROPOUT)
     if adapter == "qlora":
-        return dict(method=method, lora_rank=lora_rank, lora_target="all", quantization="4bit")
+        return dict(method=method, lora_rank=lora_rank, lora_target="all", lora_dropout=PLAN_LORA_DROPOUT,
+                    quantization="4bit")
     return dict(method=method)
 
 

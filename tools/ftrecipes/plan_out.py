@@ -198,7 +198,7 @@ def _values(s, a, w: Writer) -> dict:
     if s.quantization != "none":
         v["quantization"] = s.quantization
     if s.lora_rank:
-        v.update(lora_rank=s.lora_rank, lora_alpha=2 * s.lora_rank, lora_dropout=0.05,
+        v.update(lora_rank=s.lora_rank, lora_alpha=2 * s.lora_rank, lora_dropout=s.lora_dropout,
                  lora_target=w.values["lora_target"])
     if s.method == "dpo":
         v["beta"] = 0.1

@@ -20,6 +20,11 @@ per decoder layer and token, p = bytes of the compute dtype, T = tokens in the m
                     to the adapter dtype, fp32 by default) and the rank-r output of lora_A;
                     under DeepSpeed the engine casts adapters to the compute dtype, so lora_A
                     reads (and autograd keeps once) the same p-byte input as the base layer
+  LoRA dropout      lora_dropout > 0 makes each adapter an nn.Dropout of its own (peft
+                    tuners/lora/layer.py: lora_B(lora_A(dropout(x)))); on CUDA that is
+                    native_dropout, which keeps a 1-byte bool mask for backward, and lora_A keeps
+                    the dropped copy instead of the input: +1 byte per input element over an fp32
+                    cast, and no more sharing of one input by q/k/v or gate/up
 Frozen weights (LoRA base) do not make autograd keep their inputs: that is why LoRA drops the
 p*h/p*i terms but adds the fp32 copies, which for all-linear targets end up larger.
 
@@ -109,12 +114,11 @@ class Activations:
 
 def layer_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tuple[str, ...],
                           input_requires_grad: bool = True, attn: str = "sdpa", seq_len: int = 0,
-                          adapter_fp32: bool = True) -> int:
+                          adapter_fp32: bool = True, lora_dropout: bool = False) -> int:
     h, i, kv = shape.hidden_size, shape.intermediate_size, shape.kv_dim
     q = shape.num_attention_heads * shape.head_dim
     nh = shape.num_attention_heads
     lora = lora_rank > 0
-    trains = (lambda name: name in targets) if lora else (lambda name: True)
     full = not lora
 
     def norm(out_read_by_trainable: bool, inp_grad: bool) -> int:
@@ -144,22 +148,30 @@ def layer_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tu
             # layer; CUDA flash / memory-efficient kernels recompute it in backward instead.
             total += 2 * seq_len
     total += 3 * p * i + (p * i if full else 0)
-    if lora and adapter_fp32:
-        for name, (fan_in, _out) in shape.linear_shapes().items():
-            if name in targets:
-                total += 4 * fan_in + 4 * lora_rank
-    elif lora:
-        # adapters already in the compute dtype (DeepSpeed casts the whole module): lora_A reads
-        # the same tensor as the base layer, kept once per distinct input
-        inputs = {"attn_in": ("q_proj", "k_proj", "v_proj"), "mlp_in": ("gate_proj", "up_proj")}
-        for group in inputs.values():
-            if any(t in targets for t in group):
-                total += p * h
-        if "down_proj" in targets:
-            total += p * i
-        total += p * lora_rank * len(targets)
-    del trains
+    if lora:
+        total += _adapter_bytes_per_token(shape, p, lora_rank, targets, adapter_fp32, lora_dropout)
     return total
+
+
+def _adapter_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tuple[str, ...],
+                             adapter_fp32: bool, dropout: bool) -> int:
+    """What the LoRA adapters of one layer keep per token for backward (see the module docstring)."""
+    fan_ins = [fan_in for name, (fan_in, _out) in shape.linear_shapes().items() if name in targets]
+    a = 4 if adapter_fp32 else p  # bytes of the adapter's input and of lora_A's rank-r output
+    if adapter_fp32 or dropout:
+        # every adapter keeps an input of its own: its fp32 cast, or its dropped copy (plus the mask)
+        return sum((a + (1 if dropout else 0)) * f for f in fan_ins) + a * lora_rank * len(fan_ins)
+    # adapters already in the compute dtype (DeepSpeed casts the whole module) and no dropout:
+    # lora_A reads the same tensor as the base layer, kept once per distinct input; o_proj's input
+    # (the attention output) is kept by the attention terms already
+    h, i = shape.hidden_size, shape.intermediate_size
+    total = 0
+    for group in (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj")):
+        if any(t in targets for t in group):
+            total += p * h
+    if "down_proj" in targets:
+        total += p * i
+    return total + p * lora_rank * len(targets)
 
 
 def gpt2_layer_bytes_per_token(shape: ModelShape, p: int, seq_len: int) -> int:
@@ -178,7 +190,8 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
                 lora_target: str | None = None, gradient_checkpointing: bool = False,
                 attn_implementation: str = "sdpa", sequences_per_sample: int = 1,
                 adapter_fp32: bool = True, loss_kernel: str = "none", image_slices: int = 0,
-                checkpoint_offload: bool = False, head_weight_bytes: int = 0) -> Activations:
+                checkpoint_offload: bool = False, head_weight_bytes: int = 0,
+                lora_dropout: bool = False) -> Activations:
     """Activation memory for one micro batch; sequences_per_sample=2 for DPO's chosen+rejected.
     image_slices: image slices per sample run through shape.vision (their LLM tokens are part of
     seq_len already). checkpoint_offload: the checkpointed layer inputs wait in host RAM.
@@ -188,9 +201,10 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
     h, L = shape.hidden_size, shape.num_hidden_layers
     targets = lora_targets(lora_target) if lora_rank else ALL_LINEAR
     attn = attn_implementation or "sdpa"
-    per_layer = layer_bytes_per_token(shape, p, lora_rank, targets, True, attn, seq_len, adapter_fp32)
+    per_layer = layer_bytes_per_token(shape, p, lora_rank, targets, True, attn, seq_len, adapter_fp32, lora_dropout)
     # LoRA: the first layer's input comes from a frozen embedding, so its first norm keeps nothing
-    first_layer = layer_bytes_per_token(shape, p, lora_rank, targets, not lora_rank, attn, seq_len, adapter_fp32)
+    first_layer = layer_bytes_per_token(shape, p, lora_rank, targets, not lora_rank, attn, seq_len, adapter_fp32,
+                                        lora_dropout)
     layer_saved = per_layer * T
     if gradient_checkpointing:
         # transformers checkpoints each decoder layer (torch.utils.checkpoint, non-reentrant):

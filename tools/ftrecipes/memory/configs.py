@@ -42,7 +42,7 @@ _LF_STAGE = {"sft": "sft", "pt": "sft", "rm": "sft", "dpo": "dpo", "kto": "dpo"}
 MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "loss_kernel", "modules_to_save",
                "framework", "fsdp_offload", "zero3_init", "image_slices", "adapter_fp32", "trainer", "load_dtype",
                "varying_lengths", "checkpoint_offload", "optimizer_in_backward", "adam_impl", "mixed_precision",
-               "accelerate_version", "trl_version", "transformers_version", "loss_type")
+               "accelerate_version", "trl_version", "transformers_version", "loss_type", "lora_dropout")
 
 
 class _File:
@@ -71,6 +71,19 @@ class _File:
                     return int(float(v))
                 except (TypeError, ValueError):
                     raise self.error(n, f"expected an integer, got {v!r}") from None
+        return default
+
+    def probability(self, *names, default=0.0):
+        """A probability in [0, 1) (a dropout rate): numbers and numeric strings, else an error."""
+        for n in names:
+            if n in self.data and self.data[n] is not None:
+                v = self.data[n]
+                try:
+                    if isinstance(v, bool) or not 0 <= float(v) < 1:
+                        raise ValueError
+                    return float(v)
+                except (TypeError, ValueError):
+                    raise self.error(n, f"expected a probability in [0, 1), got {v!r}") from None
         return default
 
     def error(self, key, message):
@@ -135,6 +148,8 @@ def from_llamafactory(f: _File) -> dict:
     out = {"trainer": "llamafactory", "method": _LF_STAGE[stage], "framework": "ddp",
            "lora_rank": f.int("lora_rank", default=8) if ftype == "lora" else 0,
            "lora_target": ",".join(_split(f.get("lora_target", default="all"))) or "all",
+           # FinetuningArguments.lora_dropout defaults to 0.0
+           "lora_dropout": f.probability("lora_dropout") if ftype == "lora" else 0.0,
            "modules_to_save": _split(f.get("additional_target")),
            "seq_len": f.int("cutoff_len", default=2048),
            "micro_batch": f.int("per_device_train_batch_size", default=8),  # transformers' default
@@ -208,6 +223,8 @@ def _trl_fields(f: _File, method: str, seq: int) -> dict:
         targets = _split(f.get("lora_target_modules"))
         out["lora_target"] = "all" if targets == ["all-linear"] else ",".join(targets) or _PEFT_DEFAULT_TARGETS
         out["modules_to_save"] = _split(f.get("lora_modules_to_save"))
+        # trl ModelConfig.lora_dropout defaults to 0.05 (trl/trainer/model_config.py), not PEFT's 0
+        out["lora_dropout"] = f.probability("lora_dropout", default=0.05)
     if f.get("load_in_4bit") is True or f.get("load_in_8bit") is True:
         out["quantization"] = "4bit" if f.get("load_in_4bit") is True else "8bit"
         out["double_quant"] = bool(f.get("use_bnb_nested_quant", default=False))
@@ -288,6 +305,7 @@ def from_openrlhf(f: _File) -> dict:
            "gradient_checkpointing": bool(f.get("model.gradient_checkpointing_enable", "gradient_checkpointing",
                                                 default=False)),
            "lora_rank": f.int("ds.lora.rank", "lora_rank"),
+           "lora_dropout": f.probability("ds.lora.dropout", "lora_dropout"),  # its flag defaults to 0
            "attn_implementation": f.get("ds.attn_implementation", "attn_implementation")
            or ("flash_attention_2" if f.get("flash_attn") is True else None),
            "precision": dtype if dtype in ("bf16", "fp16") else ("bf16" if f.get("bf16") is True else None),
@@ -501,6 +519,8 @@ def parse_sets(items, allowed=MEMORY_KEYS) -> dict:
                 out[key] = coerce(raw, "boolean")
             elif key == "image_slices":
                 out[key] = coerce(raw, "integer")
+            elif key == "lora_dropout":
+                out[key] = coerce(raw, "number")
             elif key == "modules_to_save":
                 out[key] = _split(raw)
             else:

@@ -67,6 +67,7 @@ class Setup:
     attn_implementation: str = "sdpa"
     lora_rank: int = 0
     lora_target: str = "all"
+    lora_dropout: float = 0.0          # PEFT's LoRA dropout probability (its default: 0, no dropout)
     method: str = "sft"                # sft | dpo | grpo
     framework: str = "deepspeed"       # deepspeed | ddp | fsdp | fsdp2 | torch (one process, no wrapper)
     trainer: str = ""                  # trl | llamafactory | openrlhf | accelerate (trainer quirks)
@@ -364,7 +365,8 @@ def _buffers(c: _Plan) -> None:
                             attn_implementation=s.attn_implementation,
                             sequences_per_sample=2 if s.method == "dpo" else 1, adapter_fp32=c.adapter_fp32,
                             loss_kernel=c.loss_kernel, image_slices=s.image_slices,
-                            checkpoint_offload=s.checkpoint_offload, head_weight_bytes=_head_weight_bytes(c))
+                            checkpoint_offload=s.checkpoint_offload, head_weight_bytes=_head_weight_bytes(c),
+                            lora_dropout=s.lora_dropout > 0)
     else:
         c.notes.append("no architecture given (--params only): activations not modelled")
     largest_gather = 0  # elements ZeRO-3 must gather at once

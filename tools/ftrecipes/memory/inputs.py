@@ -186,7 +186,7 @@ def setup_from_values(values: dict, meta: dict) -> Setup:
         gradient_checkpointing=bool(v.get("gradient_checkpointing", False)),
         attn_implementation=v.get("attn_implementation") or "sdpa",
         lora_rank=int(v.get("lora_rank") or 0), lora_target=v.get("lora_target") or "all",
-        method=method, framework="deepspeed", trainer=(meta.get("framework") or "").lower(), vllm_mode=vllm_mode, vllm_gpus=vllm_gpus,
+        lora_dropout=float(v.get("lora_dropout") or 0.0), method=method, framework="deepspeed", trainer=(meta.get("framework") or "").lower(), vllm_mode=vllm_mode, vllm_gpus=vllm_gpus,
         vllm_gpu_memory_utilization=float(util) if util is not None else None,
         host_ram_bytes=int(float(meta["host_ram_gb"]) * 1024 ** 3) if meta.get("host_ram_gb") else None,
     )

@@ -221,6 +221,10 @@ def check_expressed(s) -> list[str]:
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(s, name)!r}")
     if s.image_slices < 0:
         raise ValueError(f"image_slices must be >= 0, got {s.image_slices}")
+    if isinstance(s.lora_dropout, bool) or not isinstance(s.lora_dropout, (int, float)) \
+            or not 0 <= s.lora_dropout < 1:
+        # torch's Dropout refuses p outside [0, 1]; p = 1 zeroes the adapters' input entirely
+        raise ValueError(f"lora_dropout must be a probability in [0, 1), got {s.lora_dropout!r}")
     if s.quantization != "none" and not s.lora_rank:
         # peft/LLaMA-Factory refuse it too: "Quantized models can only be used for the LoRA"
         raise ValueError(f"quantization {s.quantization} needs LoRA (lora_rank > 0): quantized base "

@@ -84,6 +84,16 @@ def test_config_files_give_the_dropout_or_their_trainers_default(tmp_path):
     assert _settings(tmp_path, trl + "lora_dropout: 0.0\n", "sft.yaml")[1]["lora_dropout"] == 0.0
 
 
+def test_finetune_py_launches_default_to_their_scripts_0_05(tmp_path):
+    """QwenLM/Qwen's and MiniCPM-V's finetune.py: LoraArguments.lora_dropout = 0.05."""
+    launch = "torchrun --nproc_per_node 2 finetune.py --model_name_or_path Qwen/Qwen-7B-Chat --use_lora {} --bf16 True\n"
+    got = _settings(tmp_path, launch.format("True"), "run.sh")[1]
+    # the script word ends torchrun's flags: --nproc_per_node takes "2" alone
+    assert got["lora_dropout"] == 0.05 and got["gpus"] == 2
+    assert _settings(tmp_path, launch.format("True --lora_dropout 0.2"), "run.sh")[1]["lora_dropout"] == 0.2
+    assert "lora_dropout" not in _settings(tmp_path, launch.format("False"), "run.sh")[1]
+
+
 def test_a_bad_dropout_names_file_line_and_key(tmp_path):
     text = "model_name_or_path: Qwen/Qwen2.5-7B-Instruct\nstage: sft\nfinetuning_type: lora\nlora_dropout: 1.5\n"
     p = tmp_path / "c.yaml"

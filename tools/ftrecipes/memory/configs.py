@@ -328,13 +328,20 @@ def from_launch(cfg) -> dict:
     """A torchrun / deepspeed / accelerate launch of a Hugging Face Trainer script: its
     TrainingArguments flags (per_device_train_batch_size, gradient_checkpointing, bf16, optim)
     and the flags QwenLM/Qwen's and OpenBMB/MiniCPM-V's finetune.py add (model_max_length,
-    use_lora / lora_r / q_lora, max_slice_nums). Both scripts' LoraArguments default lora_r to 64."""
-    from ..shellcmd import flags_after
+    use_lora / lora_r / lora_dropout / q_lora, max_slice_nums). Both scripts' LoraArguments default
+    lora_r to 64 and lora_dropout to 0.05 (QwenLM/Qwen finetune.py, OpenBMB/MiniCPM-V finetune/finetune.py)."""
+    from ..shellcmd import Command, flags_after
 
     flags: dict = {}
     for cmd in cfg.commands:
         # the script's command line, or a bash array of its arguments (ARGS=( --flag value ... ))
-        if any(w.endswith(".py") for w in cmd.words) or cmd.words[:1] and cmd.words[0].startswith("--"):
+        script = next((j for j, w in enumerate(cmd.words) if w.endswith(".py")), None)
+        if script is not None:
+            # the script ends the launcher's flags: `torchrun --nproc_per_node 2 finetune.py` gives
+            # nproc_per_node the one word 2, not [2, finetune.py]
+            flags.update(flags_after(Command(cmd.line, cmd.words[:script], cmd.word_lines), 0)[0])
+            flags.update(flags_after(cmd, script + 1)[0])
+        elif cmd.words[:1] and cmd.words[0].startswith("--"):
             flags.update(flags_after(cmd, 0)[0])
     out: dict = {}
     for cmd in cfg.commands:
@@ -355,6 +362,8 @@ def from_launch(cfg) -> dict:
                     "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f.get("model_name_or_path")),
                     "gpus": procs * (nodes or 1) if procs else None, "nodes": nodes,
                     "lora_rank": (f.int("lora_r", default=64) if lora else 0) if "use_lora" in f.data else None,
+                    # both finetune.py's LoraArguments default lora_dropout to 0.05
+                    "lora_dropout": f.probability("lora_dropout", default=0.05) if lora else None,
                     "quantization": "4bit" if lora and _true(f.get("q_lora", default=False)) else None})
         slices = f.int("max_slice_nums")
         if slices:

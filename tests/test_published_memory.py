@@ -21,7 +21,7 @@ SETUP_KEYS = {
     "attn_implementation", "lora_rank", "lora_target", "method", "trainer", "framework", "ds",
     "quantization", "master_weights", "optimizer", "loss_kernel", "modules_to_save", "fsdp_offload",
     "zero3_init", "image_slices", "deepspeed_version", "dpo_reference", "varying_lengths",
-    "checkpoint_offload", "optimizer_in_backward", "adam_impl", "transformers_version",
+    "checkpoint_offload", "optimizer_in_backward", "adam_impl", "transformers_version", "lora_dropout",
 }
 VALUES = {
     "precision": {"bf16", "fp16", "fp32"}, "zero_stage": {0, 1, 2, 3},

@@ -85,6 +85,9 @@ def test_lora_zero2_trains_through_launch_sh(tmp_path):
         engine = next(r for r in recs if r["event"] == "engine")
         assert engine["basic_optimizer"] == "AdamW", engine  # finetune.py's adamw_torch: ds.json has no optimizer section
         assert engine["param_dtype"] == "torch.bfloat16", engine
+        # ZeRO-2: the engine casts every parameter, PEFT's fp32 adapters included, to bf16 (the
+        # memory model's adapters_in_fp32 is False under DeepSpeed)
+        assert engine["trainable_dtypes"] == ["torch.bfloat16"], engine
     # The fixed loading ran: low_cpu_mem_usage (ZeRO-2), no device_map, bf16 weights.
     for rank in (0, 1):
         load = json.loads((out / f"load_rank{rank}.json").read_text())

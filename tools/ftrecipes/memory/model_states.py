@@ -385,7 +385,10 @@ def fsdp2_upcast(s) -> str:
 
 def adapters_in_fp32(s) -> bool:
     """LoRA adapter weights in fp32? PEFT upcasts them (get_peft_model's autocast_adapter_dtype)
-    unless: DeepSpeed casts the whole module to the compute dtype; TRL's SFTTrainer casts a
+    unless: DeepSpeed casts the whole module to the compute dtype (ZeRO-1/2; a model built under
+    ZeRO-3's zero.Init it leaves alone, but TRL then asks PEFT for bf16 adapters itself,
+    autocast_adapter_dtype=False, which the GRPO smoke test checks; LLaMA-Factory keeps fp32
+    ones there, which this does not model); TRL's SFTTrainer casts a
     quantized model's adapters to bf16 (QLoRA paper's recommendation, trl/trainer/sft_trainer.py);
     torchtune builds every parameter in the training dtype (set_default_dtype). adapter_fp32
     overrides all but DeepSpeed's cast."""

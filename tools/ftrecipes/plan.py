@@ -108,12 +108,10 @@ def _method_fields(method: str, lora_rank: int, adapter: str = "none") -> dict:
     """Setup fields of a method; `adapter` trains DPO/GRPO through LoRA or QLoRA too."""
     if method in ("lora", "qlora"):
         method, adapter = "sft", method
-    if adapter == "lora":
-        return dict(method=method, lora_rank=lora_rank, lora_target="all", lora_dropout=PLAN_LORA_DROPOUT)
-    if adapter == "qlora":
-        return dict(method=method, lora_rank=lora_rank, lora_target="all", lora_dropout=PLAN_LORA_DROPOUT,
-                    quantization="4bit")
-    return dict(method=method)
+    if adapter not in ("lora", "qlora"):
+        return dict(method=method)
+    lora = dict(method=method, lora_rank=lora_rank, lora_target="all", lora_dropout=PLAN_LORA_DROPOUT)
+    return dict(lora, quantization="4bit") if adapter == "qlora" else lora
 
 
 # vLLM engines: gpu_memory_utilization tried for colocate mode (TRL's default 0.3 first) and the

@@ -62,28 +62,29 @@ class _File:
 
     def int(self, *names, default=None):
         """An integer setting; shell words and YAML strings convert, anything else is an error."""
-        for n in names:
-            if n in self.data and self.data[n] is not None:
-                v = self.data[n]
-                try:
-                    if isinstance(v, bool) or float(v) != int(float(v)):
-                        raise ValueError
-                    return int(float(v))
-                except (TypeError, ValueError):
-                    raise self.error(n, f"expected an integer, got {v!r}") from None
-        return default
+        def convert(v):
+            if isinstance(v, bool) or float(v) != int(float(v)):
+                raise ValueError
+            return int(float(v))
+        return self._typed(names, default, convert, "an integer")
 
     def probability(self, *names, default=0.0):
         """A probability in [0, 1) (a dropout rate): numbers and numeric strings, else an error."""
+        def convert(v):
+            if isinstance(v, bool) or not 0 <= float(v) < 1:
+                raise ValueError
+            return float(v)
+        return self._typed(names, default, convert, "a probability in [0, 1)")
+
+    def _typed(self, names, default, convert, expected):
+        """The first of names the file sets, through convert; an error at its line if that fails."""
         for n in names:
             if n in self.data and self.data[n] is not None:
                 v = self.data[n]
                 try:
-                    if isinstance(v, bool) or not 0 <= float(v) < 1:
-                        raise ValueError
-                    return float(v)
+                    return convert(v)
                 except (TypeError, ValueError):
-                    raise self.error(n, f"expected a probability in [0, 1), got {v!r}") from None
+                    raise self.error(n, f"expected {expected}, got {v!r}") from None
         return default
 
     def error(self, key, message):

@@ -237,10 +237,10 @@ def check_expressed(s) -> list[str]:
         raise ValueError("optimizer_in_backward cannot accumulate gradients (grad_accum must be 1)")
     if s.mixed_precision not in MIXED_PRECISIONS:
         raise ValueError(f"mixed_precision must be one of no, bf16, fp16, got {s.mixed_precision!r}")
+    from ..pep440 import parse
+
     for name in ("accelerate_version", "transformers_version"):
         if getattr(s, name):
-            from ..pep440 import parse
-
             try:
                 parse(getattr(s, name))
             except ValueError as exc:

@@ -53,10 +53,15 @@ def rows_at(fixed_gib: float, slack: float, cases: list[dict], varying: float = 
 def bases(cases: list[dict]) -> list[tuple[dict, float, float, float]]:
     """(row without allocator model, churn GiB, GiB that ALLOCATOR_VARYING multiplies, 1 where
     NCCL_BUFFERS applies) per case."""
-    plain = rows_at(0.0, 0.0, cases)
-    churned = rows_at(0.0, 1.0, cases)
-    varied = rows_at(0.0, 0.0, cases, 1.0)
-    nccl = rows_at(0.0, 0.0, cases, 0.0, 1.0)
+    # the base figures are taken without the card's ceiling, which row_at applies itself
+    ceiling, est._ceiling = est._ceiling, lambda c, outside_torch: float("inf")
+    try:
+        plain = rows_at(0.0, 0.0, cases)
+        churned = rows_at(0.0, 1.0, cases)
+        varied = rows_at(0.0, 0.0, cases, 1.0)
+        nccl = rows_at(0.0, 0.0, cases, 0.0, 1.0)
+    finally:
+        est._ceiling = ceiling
     return [(r, q["reserved_gib"] - r["reserved_gib"], v["reserved_gib"] - r["reserved_gib"], m["card_gib"] - r["card_gib"])
             if r.get("expressible") else (r, 0.0, 0.0, 0.0) for r, q, v, m in zip(plain, churned, varied, nccl)]
 
@@ -71,6 +76,11 @@ def row_at(base: tuple, fixed_gib: float, slack: float, varying: float, nccl_gib
     add = fixed_gib + slack * churn + reclaim
     out = dict(r, reserved_gib=r["reserved_gib"] + add, card_gib=r["card_gib"] + add + nccl_gib * peers)
     cap = r["capacity_gib"]
+    # estimate._reserved: the allocator releases reclaimable cache rather than outgrow the card
+    released = min(reclaim, max(0.0, out["card_gib"] - cap))
+    out["reserved_gib"] -= released
+    out["card_gib"] -= released
+    reclaim -= released
     out["verdict"] = est.verdict(out["card_gib"] - reclaim, cap)
     if r["what"] == "oom":
         out["agrees"] = out["verdict"] == "oom" or (out["verdict"] == "tight" and out["card_gib"] > cap)

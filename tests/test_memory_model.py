@@ -251,22 +251,36 @@ def test_varying_lengths_cache_shows_in_reserved_but_not_in_the_verdict():
     and card figures grow by ALLOCATOR_VARYING times those transients (so in proportion to the
     tokens), allocated does not, and the verdict ignores them because torch frees unused cached
     segments and retries before raising OOM (CUDACachingAllocator.cpp: release_cached_blocks)."""
-    def pair(seq_len, gpu="A100-40GB"):
+    def pair(seq_len, gpu):
         kw = dict(model="Qwen2.5-7B", gpu=gpu, lora_rank=8, gradient_checkpointing=True, framework="torch",
                   seq_len=seq_len)
         return estimate(Setup(**kw)), estimate(Setup(varying_lengths=True, **kw))
     extra = {}
     for seq_len in (1024, 4096):
-        fixed, varying = pair(seq_len)
+        fixed, varying = pair(seq_len, "A100-80GB")
         assert varying.gpu_allocated_bytes == fixed.gpu_allocated_bytes
         extra[seq_len] = varying.gpu_reserved_bytes - fixed.gpu_reserved_bytes
         assert extra[seq_len] > 0
         assert varying.gpu_card_bytes - fixed.gpu_card_bytes == pytest.approx(extra[seq_len])
     assert extra[4096] == pytest.approx(4 * extra[1024], rel=1e-6)  # logits and loss tensors are per token
-    # at 4096 tokens the card figure with the cache exceeds 40 GiB, without it it fits: not an OOM
-    fixed, varying = pair(4096)
-    assert fixed.gpu_card_bytes < varying.gpu_bytes < varying.gpu_card_bytes
+    # on a 40 GiB card the same run's cache would outgrow the card; without it the run fits. The
+    # allocator releases that cache when cudaMalloc fails, so it is not an OOM, and the reserved
+    # figure stops at what the card has left after the CUDA context
+    fixed, varying = pair(4096, "A100-40GB")
+    assert fixed.gpu_card_bytes < varying.gpu_bytes
+    assert fixed.gpu_card_bytes + extra[4096] > varying.gpu_bytes
+    assert varying.gpu_card_bytes == pytest.approx(varying.gpu_bytes)
+    assert varying.gpu_reserved_bytes == pytest.approx(varying.gpu_bytes - varying.cuda_context_bytes)
     assert varying.verdict == fixed.verdict != "oom"
+
+
+def test_reserved_never_exceeds_what_the_card_has_left():
+    """Without reclaimable cache the reserve above allocated is free pieces inside live segments,
+    which release_cached_blocks cannot return: a run whose such reserve outgrows the card keeps
+    its figure above the card and is an OOM."""
+    r = estimate(Setup(model="Qwen2.5-7B", gpu="A100-40GB", lora_rank=8, framework="torch", seq_len=2048))
+    assert r.gpu_allocated_bytes + r.cuda_context_bytes < r.gpu_bytes < r.gpu_card_bytes
+    assert r.verdict == "oom"
 
 
 def test_zero2_offload_with_accumulation_keeps_a_host_gradient_buffer():

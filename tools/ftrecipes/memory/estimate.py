@@ -29,7 +29,7 @@ CUDA_CONTEXT = int(0.75 * GiB)
 # max_memory_reserved figures, the fixed part also absorbs what no term names (cuBLAS
 # workspaces, a context larger than CUDA_CONTEXT).
 ALLOCATOR_FIXED = int(0.50 * GiB)
-ALLOCATOR_SLACK = 0.20
+ALLOCATOR_SLACK = 0.25
 # With samples of different lengths every step frees and re-allocates its largest blocks, the
 # V-wide logits and loss tensors, in a size set by its token count; a larger step cannot reuse
 # the cached smaller ones and a smaller one splits the larger ones, so about this many times
@@ -602,8 +602,19 @@ def _reserved(c: _Plan, gpu_peak: float, at: Phase, setup: Phase, step: Phase) -
             reclaimable += after_setup - reserved
             reserved = after_setup
     nccl = NCCL_BUFFERS if c.n > 1 and c.s.framework != "torch" else 0
+    # torch never holds more than the card has left: when cudaMalloc fails the allocator releases
+    # its wholly free cached segments and retries (DeviceCachingAllocator::malloc), so a run whose
+    # reclaimable cache would outgrow the card shows a reserved figure at the card's limit instead
+    ceiling = _ceiling(c, context + nccl + generation)
+    released = min(reclaimable, max(0.0, reserved - ceiling))
+    reserved, reclaimable = reserved - released, reclaimable - released
     return {"gpu_allocated_bytes": allocated, "gpu_reserved_bytes": reserved, "cuda_context_bytes": context,
             "gpu_card_bytes": reserved + context + nccl + generation, "reclaimable": reclaimable}
+
+
+def _ceiling(c: _Plan, outside_torch: float) -> float:
+    """The most torch's allocator can reserve: the card less what is held outside it."""
+    return c.gpu.memory_bytes - outside_torch
 
 
 def _step_recast(c: _Plan) -> float:

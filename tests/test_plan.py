@@ -226,7 +226,9 @@ def test_ranking_says_what_plan_o_would_not_write(capsys):
     assert cli.main(argv + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     reasons = {c["setup"]["framework"]: c["not_written"] for c in out["candidates"]}
-    assert reasons["deepspeed"] is None and reasons["ddp"] is None and "pure bf16" in reasons["fsdp2"]
+    # which DeepSpeed/DDP candidates fit depends on the fitted allocator constants; whichever do
+    # are written
+    assert reasons["deepspeed"] is None and reasons.get("ddp") is None and "pure bf16" in reasons["fsdp2"]
     assert out["left_out_for_lint"]["fp16-static-loss-scale"] > 0
     # a request plan -o refuses as a whole: every candidate says so
     assert cli.main(argv[:4] + ["grpo"] + argv[5:] + ["--json"]) == 0

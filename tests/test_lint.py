@@ -78,6 +78,38 @@ def test_missing_path_and_empty_directory(run_cli, tmp_path):
     assert code == 2 and "no configs found" in out
 
 
+# The shape of LLaMA-Factory's v1 configs (hiyouga/LlamaFactory examples/v1/train_lora/
+# train_lora_sft.yaml at ff6d4d12e): output_dir and learning_rate are TRL keys too, the rest are not
+LF_V1 = """model: Qwen/Qwen3-4B
+model_class: llm
+peft_config:
+  name: lora
+  r: 16
+dist_config:
+  name: fsdp2
+train_dataset: data/v1_sft_demo.yaml
+output_dir: ./outputs/test_lora
+micro_batch_size: 1
+cutoff_len: 2048
+learning_rate: 1.0e-4
+max_steps: 10
+"""
+
+
+def test_a_file_most_of_whose_keys_no_known_format_has_is_not_judged_as_one(run_cli, tmp_path):
+    """Two keys every trainer uses would pick TRL and make each other key an error: such a file is
+    one lint cannot tell (exit 2, one line), while a TRL file with a few misspelt keys is still
+    TRL's and its typos are reported."""
+    code, out, _ = run_cli("lint", write(tmp_path, "v1.yaml", LF_V1))
+    assert code == 2 and "cannot tell which kind" in out and out.count("\n") == 1
+    trl = ("model_name_or_path: Qwen/Qwen2.5-7B\noutput_dir: out\nlearning_rate: 1.0e-5\n"
+           "per_device_train_batch_size: 2\nnum_generations: 8\nuse_vllm: true\nlerning_rate_x: 3\nbetta: 0.1\n")
+    code, out, _ = run_cli("lint", write(tmp_path, "grpo.yaml", trl))
+    assert code == 1 and "unknown key 'lerning_rate_x'" in out and "unknown key 'betta'" in out
+    code, out, _ = run_cli("lint", "--kind", "trl", write(tmp_path, "v1b.yaml", LF_V1))
+    assert code == 1 and "unknown key 'peft_config'" in out  # --kind still decides
+
+
 def test_kind_override(run_cli, tmp_path):
     path = write(tmp_path, "x.yaml", "train_batch_size: 8\nzero_optimization: {stage: 2}\nbogus: 1\n")
     code, out, _ = run_cli("lint", "--kind", "deepspeed", path)

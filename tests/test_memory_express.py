@@ -329,10 +329,29 @@ def test_unknown_values_are_rejected():
     ("Qwen2.5-3B", 3.09, 2),
     ("Llama-3.1-8B", 8.03, 2), ("Llama-3.2-1B", 1.24, 2), ("Llama-3.2-3B", 3.21, 2),
     ("Mistral-7B-v0.3", 7.25, 2), ("Gemma-3-1B", 1.0, 1), ("Gemma-3-4B", 4.3, 1), ("Gemma-3-12B", 12.2, 1),
-    ("MiniCPM-V-2_6", 8.1, 1),
+    ("MiniCPM-V-2_6", 8.1, 1), ("Qwen3-0.6B", 0.6, 1), ("Qwen3-1.7B", 1.7, 1), ("Qwen3-4B", 4.0, 1),
 ])
 def test_model_catalog_matches_published_sizes(name, published_billions, digits):
     assert round(model(name).param_count() / 1e9, digits) == published_billions
+
+
+@pytest.mark.parametrize("hub_id,shape", [
+    # the ids trainers' own examples load (LLaMA-Factory examples/, ms-swift examples/, TRL docs)
+    ("Qwen/Qwen3-4B-Instruct-2507", "Qwen3-4B"), ("meta-llama/Llama-2-7b-hf", "Llama-2-7B"),
+    ("meta-llama/Llama-2-7b-chat-hf", "Llama-2-7B"), ("mistralai/Mistral-7B-Instruct-v0.2", "Mistral-7B"),
+    ("mistralai/Mistral-7B-Instruct-v0.3", "Mistral-7B-v0.3"), ("Qwen/Qwen2-1.5B-Instruct", "Qwen2.5-1.5B"),
+    ("Qwen/Qwen3-8B-Base", "Qwen3-8B"), ("meta-llama/Meta-Llama-3.1-8B-Instruct", "Llama-3.1-8B"),
+])
+def test_fine_tuned_releases_take_their_base_models_shape(hub_id, shape):
+    got, want = model(hub_id), model(shape)
+    assert (got.param_count(), got.vocab_size, got.hf_config.get("head_dim")) == (
+        want.param_count(), want.vocab_size, want.hf_config.get("head_dim"))
+
+
+def test_a_name_that_only_resembles_a_catalog_model_is_unknown():
+    for hub_id in ("Qwen/Qwen2.5-Math-7B", "Qwen/Qwen3-4B-Thinking-2507-FP8", "Org/Llama-2-7b-32k"):
+        with pytest.raises(KeyError, match="unknown model"):
+            model(hub_id)
 
 
 @pytest.mark.parametrize("name,marketed_gb,bf16", [
@@ -438,6 +457,25 @@ def test_cli_config_errors_name_file_line_and_key(tmp_path):
     proc = _cli("--config", str(p), "--model", "Qwen2.5-7B")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert f"{p}:1:1: stage:" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_model_id_the_catalog_lacks_is_named_with_its_file_and_line(tmp_path):
+    """LLaMA-Factory's own examples name hub ids (Qwen/Qwen3-4B-Instruct-2507) that nothing here can
+    download: the error points at the key that named it, and --model then completes the run."""
+    lf = tmp_path / "lf.yaml"
+    lf.write_text("stage: sft\nmodel_name_or_path: Org/NoSuchModel-9B\nfinetuning_type: lora\nbf16: true\n")
+    sh = tmp_path / "run.sh"
+    sh.write_text("torchrun --nproc_per_node 2 finetune.py \\\n  --model_name_or_path Org/NoSuchModel-9B --bf16 True\n")
+    for path, where in ((lf, f"{lf}:2:1: model_name_or_path:"), (sh, f"{sh}:2: model_name_or_path:")):
+        proc = _cli("--config", str(path))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert where in proc.stderr and "'Org/NoSuchModel-9B'" in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+        assert _cli("--config", str(path), "--model", "Qwen2.5-7B").returncode in (0, 3)
+    # a second file that names a known model settles it
+    known = tmp_path / "known.yaml"
+    known.write_text("stage: sft\nmodel_name_or_path: Qwen/Qwen2.5-7B-Instruct\nfinetuning_type: lora\n")
+    assert _cli("--config", str(lf), "--config", str(known)).returncode in (0, 3)
 
 
 def test_cli_recipe_mode_takes_memory_keys_beside_recipe_values():

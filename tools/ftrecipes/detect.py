@@ -4,9 +4,11 @@ The hints live in formats.FORMATS (each Format's `detection` and `command`); thi
 scores a document against them.
 """
 
+import functools
 from pathlib import Path
 
 from .formats import FORMATS, detectable
+from .schemas import load_schema
 
 KINDS = detectable()
 SUFFIX_SYNTAX = {".json": "json", ".yaml": "yaml", ".yml": "yaml", ".sh": "shell", ".bash": "shell"}
@@ -55,4 +57,18 @@ def kind_of(syntax, data, text):
             return k
     scores = {k: _score(FORMATS[k], syntax, keys) for k in KINDS if FORMATS[k].syntax in ("yaml", "json")}
     best = max(scores, key=lambda k: (scores[k], k))
-    return best if scores[best] >= 2 else None
+    known = _top_keys(best)
+    if scores[best] < 2 or (known is not None and len(keys & known) * 2 < len(keys)):
+        # keys every trainer uses (output_dir, learning_rate) score for several formats: a file
+        # most of whose keys the best one does not know is another format's (LLaMA-Factory's v1
+        # `model:`/`peft_config:` files scored as TRL), and judging it as that one would call
+        # every key an error
+        return None
+    return best
+
+
+@functools.lru_cache(maxsize=None)
+def _top_keys(kind) -> frozenset | None:
+    """The top-level keys the kind's schema names; None where it has no schema or names none."""
+    schema = FORMATS[kind].schema
+    return frozenset(load_schema(schema).get("properties", {})) or None if schema else None

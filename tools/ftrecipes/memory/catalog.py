@@ -250,6 +250,11 @@ _MODELS = [
            max_position_embeddings=1024, note="Megatron-LM GPT-2 as in DeepSpeed's ZeRO tutorial"),
     # Qwen/Qwen3-8B config.json: head_dim 128, no qkv bias, q_norm/k_norm per head
     _shape("Qwen3-8B", 4096, 12288, 36, 32, 8, 151936, mtype="qwen3", head_dim=128, rms_norm_eps=1e-6),
+    # Qwen/Qwen3-0.6B, -1.7B and -4B config.json (Qwen3-4B-Instruct-2507 has the 4B shape):
+    # tied embeddings, head_dim 128 whatever the width
+    _shape("Qwen3-0.6B", 1024, 3072, 28, 16, 8, 151936, tie=True, mtype="qwen3", head_dim=128, rms_norm_eps=1e-6),
+    _shape("Qwen3-1.7B", 2048, 6144, 28, 16, 8, 151936, tie=True, mtype="qwen3", head_dim=128, rms_norm_eps=1e-6),
+    _shape("Qwen3-4B", 2560, 9728, 36, 32, 8, 151936, tie=True, mtype="qwen3", head_dim=128, rms_norm_eps=1e-6),
     # Qwen/Qwen2.5-72B config.json
     _shape("Qwen2.5-72B", 8192, 29568, 80, 64, 8, 152064, **_QWEN2),
     # meta-llama/Llama-3.2-1B and -3B config.json: tied embeddings, head_dim 64 / 128
@@ -283,6 +288,15 @@ MODELS["Mistral-7B-Instruct-v0.3"] = replace(MODELS["Mistral-7B-v0.3"], name="Mi
 for _base in ("Gemma-3-1B", "Gemma-3-4B", "Gemma-3-12B"):
     MODELS[_base + "-it"] = replace(MODELS[_base], name=_base + "-it")
 MODELS["MiniCPM-V"] = MODELS["MiniCPM-V-2_6"]
+# Qwen2's small and large sizes have the shapes Qwen2.5 kept (Qwen/Qwen2-0.5B, -1.5B, -72B
+# config.json); Mistral-7B v0.1 and v0.2 share one shape (32,000 tokens), v0.3 grew the vocabulary
+for _size in ("0.5B", "1.5B", "72B"):
+    MODELS[f"Qwen2-{_size}"] = replace(MODELS[f"Qwen2.5-{_size}"], name=f"Qwen2-{_size}")
+for _v in ("v0.1", "v0.2"):
+    MODELS[f"Mistral-7B-{_v}"] = replace(MODELS["Mistral-7B"], name=f"Mistral-7B-{_v}")
+# Hub ids of a model's fine-tuned releases add these words to the base name; the shape is the base's
+# (meta-llama/Llama-2-7b-chat-hf, Qwen/Qwen3-4B-Instruct-2507, mistralai/Mistral-7B-Instruct-v0.2)
+_VARIANT_WORDS = {"instruct", "chat", "hf", "it", "base", "pt", "2507"}
 
 
 def model(name_or_path: str) -> ModelShape:
@@ -295,9 +309,11 @@ def model(name_or_path: str) -> ModelShape:
         return with_vision(shape_from_hf_config(doc.data, name=name_or_path, doc=doc), doc.data)
     key = name_or_path.rsplit("/", 1)[-1].lower()
     key = key.replace("meta-llama-3", "llama-3").replace("minicpm-v-2.6", "minicpm-v-2_6")
-    for n, m in MODELS.items():
-        if n.lower() == key:
-            return m
+    base = "-".join(w for w in key.split("-") if w not in _VARIANT_WORDS)
+    for k in (key, base):
+        for n, m in MODELS.items():
+            if n.lower() == k:
+                return m
     raise KeyError(f"unknown model {name_or_path!r}: pass a local config.json or --params; known: {', '.join(MODELS)}")
 
 

@@ -123,6 +123,7 @@ def setup_from_args(a) -> Setup:
 
     # the files' release decides defaults read from them (TRL's vllm_mode)
     ds, from_files = configs.read(a.config or [], parse_framework_versions(a.framework_version))
+    unknown_model = from_files.pop("_unknown_model", None)
     over = dict(model=a.model, params=int(a.params) if a.params else None, gpu=a.gpu, gpus=a.gpus,
                 gpus_per_node=a.gpus_per_node, seq_len=a.seq_len, micro_batch=a.micro_batch,
                 lora_rank=a.lora_rank, lora_target=a.lora_target, method=a.method,
@@ -135,6 +136,8 @@ def setup_from_args(a) -> Setup:
         over["gradient_checkpointing"] = True
     merged = {**from_files, **configs.parse_sets(a.set), **configs.version_fields(a.framework_version),
               **{k: v for k, v in over.items() if v is not None}}
+    if unknown_model and not (merged.get("model") or merged.get("params")):
+        raise unknown_model
     return setup_from_deepspeed(ds, **merged)
 
 

@@ -53,6 +53,7 @@ class _File:
         self.data = data if data is not None else (cfg.data if isinstance(cfg.data, dict) else {})
         self.lines = lines or {}  # launch scripts: the line of each flag
         self.versions = versions or {}  # {framework: release} the file runs with, where known
+        self.unknown_model = None  # the error for a model id the catalog lacks (_model)
 
     def get(self, *names, default=None):
         for n in names:
@@ -121,13 +122,19 @@ def _precision(f: _File):
     return None
 
 
-def _model(name):
-    """A catalog shape for the file's model id, else None (then --model must name it)."""
+def _model(f: _File, *keys):
+    """A catalog shape for the file's model id, else None (then --model must name it). An id the
+    catalog lacks is kept as the error to raise if nothing else names the model: nothing is
+    downloaded, so its config.json has to come from the user."""
+    key = next((k for k in keys if k in f.data), None)
+    name = f.data.get(key) if key else None
     if not isinstance(name, str):
         return None
     try:
         catalog.model(name)
     except (KeyError, OSError, ValueError):
+        f.unknown_model = f.error(key, f"model {name!r} is not in the catalog and nothing is downloaded; "
+                                       "pass --model with a catalog name or the path of its config.json")
         return None
     return name
 
@@ -157,7 +164,7 @@ def from_llamafactory(f: _File) -> dict:
            # LLaMA-Factory checkpoints by default (disable_gradient_checkpointing: false)
            "gradient_checkpointing": not f.get("disable_gradient_checkpointing", default=False),
            "attn_implementation": _LF_ATTN.get(str(f.get("flash_attn", default="auto")), "sdpa"),
-           "precision": _precision(f), "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f.get("model_name_or_path"))}
+           "precision": _precision(f), "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f, "model_name_or_path")}
     if f.get("flash_attn") is not None and str(f.get("flash_attn")) not in _LF_ATTN:
         raise f.error("flash_attn", f"flash_attn {f.get('flash_attn')!r}; known: {', '.join(_LF_ATTN)}")
     bits = f.int("quantization_bit")
@@ -217,7 +224,7 @@ def _trl_fields(f: _File, method: str, seq: int) -> dict:
            "seq_len": seq, "micro_batch": f.int("per_device_train_batch_size", default=8),
            # transformers 5.23 renamed gradient_checkpointing to activation_checkpointing (old name an alias)
            "gradient_checkpointing": bool(f.get("activation_checkpointing", "gradient_checkpointing", default=True)),
-           "precision": _precision(f), "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f.get("model_name_or_path")),
+           "precision": _precision(f), "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f, "model_name_or_path"),
            "attn_implementation": f.get("attn_implementation")}
     if f.get("use_peft") is True or f.get("lora_r") is not None:
         out["lora_rank"] = f.int("lora_r", default=16)
@@ -310,7 +317,7 @@ def from_openrlhf(f: _File) -> dict:
            "attn_implementation": f.get("ds.attn_implementation", "attn_implementation")
            or ("flash_attention_2" if f.get("flash_attn") is True else None),
            "precision": dtype if dtype in ("bf16", "fp16") else ("bf16" if f.get("bf16") is True else None),
-           "model": _model(f.get("model.model_name_or_path", "pretrain"))}
+           "model": _model(f, "model.model_name_or_path", "pretrain")}
     if f.get("ds.load_in_4bit", "load_in_4bit") is True:
         out["quantization"] = "4bit"
     if f.get("ds.use_liger_kernel", "use_liger_kernel") is True:
@@ -360,7 +367,7 @@ def from_launch(cfg) -> dict:
         out.update({"micro_batch": f.int("per_device_train_batch_size"), "seq_len": f.int("model_max_length"),
                     "gradient_checkpointing": _true(f.get("gradient_checkpointing")) if "gradient_checkpointing" in f.data else None,
                     "precision": "bf16" if _true(f.get("bf16")) else ("fp16" if _true(f.get("fp16")) else None),
-                    "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f.get("model_name_or_path")),
+                    "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f, "model_name_or_path"),
                     "gpus": procs * (nodes or 1) if procs else None, "nodes": nodes,
                     "lora_rank": (f.int("lora_r", default=64) if lora else 0) if "use_lora" in f.data else None,
                     # both finetune.py's LoraArguments default lora_dropout to 0.05
@@ -369,6 +376,7 @@ def from_launch(cfg) -> dict:
         slices = f.int("max_slice_nums")
         if slices:
             out["image_slices"] = slices + 1  # the slices plus the downscaled overview image
+        out["_unknown_model"] = f.unknown_model
     return out
 
 
@@ -389,6 +397,7 @@ def read(paths, framework_versions=None) -> tuple[dict, dict]:
     mixed: list = []  # (kind, mixed_precision) of each trainer and accelerate file
     kinds: set = set()  # kinds of the trainer and accelerate files read so far
     seen: set = set()
+    unknown = None  # the first file's model id the catalog lacks
     queue = [(p, True) for p in paths]
     while queue:
         path, explicit = queue.pop(0)
@@ -402,7 +411,9 @@ def read(paths, framework_versions=None) -> tuple[dict, dict]:
             check_fields(cfg.doc, DEEPSPEED_FIELDS)  # what the estimate reads, typed as DeepSpeed reads it
             ds = {**ds, **cfg.data}
         elif cfg.kind in _MAPPERS:
-            found = _MAPPERS[cfg.kind](_File(cfg, versions={"trl": trl} if trl else None))
+            f = _File(cfg, versions={"trl": trl} if trl else None)
+            found = _MAPPERS[cfg.kind](f)
+            unknown = unknown or f.unknown_model
             mixed.append((cfg.kind, found.pop("mixed_precision", None)))
             if cfg.kind in ("llamafactory", "trl") and found.get("framework") == "ddp" and "accelerate" in kinds:
                 # a trainer file's "ddp" is its default, not a statement: the accelerate config
@@ -411,7 +422,9 @@ def read(paths, framework_versions=None) -> tuple[dict, dict]:
             kinds.add(cfg.kind)
             out.update({k: v for k, v in found.items() if v is not None})
         elif cfg.kind == "launch":
-            out.update({k: v for k, v in from_launch(cfg).items() if v is not None})
+            found = from_launch(cfg)
+            unknown = unknown or found.pop("_unknown_model", None)
+            out.update({k: v for k, v in found.items() if v is not None})
         else:
             raise UserError(f"not expressible in the memory model: a {cfg.kind} file "
                             f"(known: deepspeed, {', '.join(_MAPPERS)})", path=path)
@@ -431,6 +444,8 @@ def read(paths, framework_versions=None) -> tuple[dict, dict]:
         out["seq_len"] = bound
     if out.pop("_fsdp_checkpointing", False) and out.get("framework") in ("fsdp", "fsdp2"):
         out["gradient_checkpointing"] = True  # whatever the trainer file says for its own
+    if unknown and not out.get("model"):
+        out["_unknown_model"] = unknown
     return ds, out
 
 

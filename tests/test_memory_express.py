@@ -597,3 +597,16 @@ def test_fsdp1_lora_keeps_gradients_for_frozen_weights_fsdp2_does_not():
     shape = model("Llama-2-7B")
     frozen_in_layers = shape.num_hidden_layers * shape.layer_params()
     assert phase(f1, "step")["grads"] - phase(f2, "step")["grads"] == pytest.approx(2 * frozen_in_layers / 2, rel=1e-9)
+
+
+def test_trl_torch_dtype_null_is_the_default_load_dtype(tmp_path):
+    """alignment-handbook's DPO recipes write `torch_dtype: null`; the script passes that None to
+    from_pretrained, which is ModelConfig's default. A dtype TRL does not know names its own key."""
+    base = "model_name_or_path: Qwen/Qwen2.5-7B\nbeta: 0.1\nmax_prompt_length: 512\nloss_type: sigmoid\n"
+    none, absent, bad = (tmp_path / n for n in ("none.yaml", "absent.yaml", "bad.yaml"))
+    none.write_text(base + "torch_dtype: null\n")
+    absent.write_text(base)
+    bad.write_text(base + "torch_dtype: float8\n")
+    assert read([str(none)])[1]["load_dtype"] == read([str(absent)])[1]["load_dtype"]
+    proc = _cli("--config", str(bad))
+    assert proc.returncode == 2 and f"{bad}:5:1: torch_dtype:" in proc.stderr

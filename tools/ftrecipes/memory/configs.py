@@ -243,11 +243,13 @@ def _trl_fields(f: _File, method: str, seq: int) -> dict:
         if str(f.get("loss_type")) not in trl_head.LOSS_TYPES[1:]:
             raise f.error("loss_type", f"loss_type {f.get('loss_type')!r}; known: {', '.join(trl_head.LOSS_TYPES[1:])}")
         out["loss_type"] = str(f.get("loss_type"))
-    # ModelConfig.dtype (default "float32") or SFTConfig.model_init_kwargs.dtype
+    # ModelConfig.dtype (default "float32") or SFTConfig.model_init_kwargs.dtype. `torch_dtype: null`
+    # (alignment-handbook's DPO recipes) is the default: the scripts pass None to from_pretrained
     init = f.get("model_init_kwargs") if isinstance(f.get("model_init_kwargs"), dict) else {}
-    dtype = str(f.get("dtype", "torch_dtype", default=init.get("dtype", init.get("torch_dtype", "float32"))))
+    key = next((k for k in ("dtype", "torch_dtype") if f.get(k) is not None), "model_init_kwargs")
+    dtype = str(f.get(key) if key != "model_init_kwargs" else init.get("dtype") or init.get("torch_dtype") or "float32")
     if dtype not in _TORCH_DTYPES:
-        raise f.error("dtype", f"dtype {dtype!r}; known: {', '.join(_TORCH_DTYPES)}")
+        raise f.error(key, f"dtype {dtype!r}; known: {', '.join(_TORCH_DTYPES)}")
     out["load_dtype"] = _TORCH_DTYPES[dtype]
     # TRL's configs default bf16 to true unless fp16 is set ("bf16: Defaults to True if fp16 is not set")
     out["mixed_precision"] = "fp16" if f.get("fp16") is True else ("no" if f.get("bf16") is False else "bf16")

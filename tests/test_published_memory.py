@@ -21,7 +21,7 @@ SETUP_KEYS = {
     "attn_implementation", "lora_rank", "lora_target", "method", "trainer", "framework", "ds",
     "quantization", "master_weights", "optimizer", "loss_kernel", "modules_to_save", "fsdp_offload",
     "zero3_init", "image_slices", "deepspeed_version", "dpo_reference", "varying_lengths",
-    "checkpoint_offload", "optimizer_in_backward", "adam_impl", "transformers_version", "lora_dropout",
+    "checkpoint_offload", "optimizer_in_backward", "adam_impl", "transformers_version", "lora_dropout", "double_quant",
 }
 VALUES = {
     "precision": {"bf16", "fp16", "fp32"}, "zero_stage": {0, 1, 2, 3},
@@ -30,7 +30,7 @@ VALUES = {
     "quantization": {"none", "4bit", "8bit"}, "loss_kernel": {"none", "liger", "chunked"},
     "attn_implementation": {"flash_attention_2", "sdpa", "eager"},
     "optimizer": {"adamw", "adamw_8bit", "paged_adamw_8bit", "paged_adamw_32bit", "sgd", "adafactor"},
-    "varying_lengths": {True, False}, "checkpoint_offload": {True, False},
+    "varying_lengths": {True, False}, "checkpoint_offload": {True, False}, "double_quant": {True, False},
     "optimizer_in_backward": {True, False}, "adam_impl": {"foreach", "fused", "single"},
     "trainer": {"hf", "trl", "llamafactory", "openrlhf", "axolotl", "torchtune", "swift", "unsloth", "deepspeed"},
 }

@@ -64,7 +64,7 @@ def _add_estimate(sp):
     p.add_argument("--set", action="append", default=[], metavar="K=V",
                    help="override a recipe value, or a memory setting (quantization, optimizer, ...)")
     p.add_argument("--config", action="append", default=[], metavar="FILE",
-                   help="DeepSpeed JSON, LLaMA-Factory / TRL / accelerate YAML or OpenRLHF script (repeatable)")
+                   help="DeepSpeed JSON, LLaMA-Factory / TRL / accelerate / axolotl YAML or OpenRLHF script (repeatable)")
     p.add_argument("--framework-version", action="append", default=[], metavar="NAME=VER",
                    help="the accelerate, deepspeed or trl release the run uses (default: the files' repository pins, "
                         "the recipe's tested_with, else the newest release the trainer accepts)")

@@ -28,6 +28,9 @@ _HF_OPTIM = {
     "adamw_bnb_8bit": "adamw_8bit", "adamw_8bit": "adamw_8bit", "paged_adamw_8bit": "paged_adamw_8bit",
     "paged_adamw_32bit": "paged_adamw_32bit", "paged_adamw": "paged_adamw_32bit",
     "sgd": "sgd", "adafactor": "adafactor",
+    # torchao's AdamW8bit (transformers OptimizerNames.ADAMW_TORCH_8BIT): both moments in 8 bits
+    # with a scale per block, as bitsandbytes' 8-bit AdamW keeps them
+    "adamw_torch_8bit": "adamw_8bit",
 }
 # LLaMA-Factory ModelArguments.flash_attn -> attn_implementation ("auto" lets transformers pick SDPA)
 _LF_ATTN = {"auto": "sdpa", "sdpa": "sdpa", "fa2": "flash_attention_2", "fa3": "flash_attention_2",
@@ -261,6 +264,74 @@ def _trl_fields(f: _File, method: str, seq: int) -> dict:
     return out
 
 
+# axolotl's `rl:` values whose trainer is TRL's DPO-style pair trainer or its GRPO trainer
+_AXOLOTL_RL = {"dpo": "dpo", "ipo": "dpo", "grpo": "grpo"}
+_AXOLOTL_ATTN = {"flash_attention": "flash_attention_2", "sdp_attention": "sdpa", "eager_attention": "eager",
+                 # xformers' memory-efficient kernel, like flash attention, never holds the scores
+                 "xformers_attention": "flash_attention_2"}
+_AXOLOTL_ATTN_NAMES = {"flash_attention_2": "flash_attention_2", "flash_attention_3": "flash_attention_2",
+                       "sdpa": "sdpa", "eager": "eager", "xformers": "flash_attention_2"}
+
+
+def from_axolotl(f: _File) -> dict:
+    """axolotl's config (src/axolotl/utils/schemas: AxolotlInputConfig) as of 0.13: sequence_len
+    512, micro_batch_size 1, optimizer adamw_torch_fused, gradient_checkpointing off, lora_dropout
+    0.0, bf16 "auto" (bf16 where the GPU has it) unless the file says otherwise. The weights load
+    in the training dtype (normalize_config: torch_dtype bf16 with bf16, fp16 with fp16 or 8-bit).
+    QLoRA loads NF4 with double quantisation (bnb_4bit_use_double_quant True in its loader)."""
+    rl = f.get("rl")
+    if rl is not None and str(rl) not in _AXOLOTL_RL:
+        raise f.error("rl", f"axolotl rl {rl!r} (dpo, ipo and grpo are modelled)")
+    for key in ("tensor_parallel_size", "context_parallel_size", "sequence_parallel_degree"):
+        if f.int(key, default=1) > 1:
+            raise f.error(key, f"{key} {f.get(key)} (tensor, context and sequence parallelism are not modelled)")
+    adapter = f.get("adapter")
+    if adapter not in (None, "lora", "qlora"):
+        raise f.error("adapter", f"adapter {adapter!r} (lora and qlora are modelled)")
+    out = {"trainer": "trl" if rl else "axolotl", "method": _AXOLOTL_RL.get(str(rl), "sft"), "framework": "ddp",
+           "model": _model(f, "base_model"), "seq_len": f.int("sequence_len", default=512),
+           "micro_batch": f.int("micro_batch_size", default=1),
+           "optimizer": _optimizer(f, "optimizer"), "adam_impl": _adam_impl(f, "optimizer")}
+    ckpt = f.get("gradient_checkpointing", default=False)
+    out["gradient_checkpointing"] = bool(ckpt)
+    out["checkpoint_offload"] = str(ckpt).startswith("offload")
+    attn = f.get("attn_implementation")
+    if attn is not None and str(attn) not in _AXOLOTL_ATTN_NAMES:
+        raise f.error("attn_implementation", f"attn_implementation {attn!r}; known: {', '.join(_AXOLOTL_ATTN_NAMES)}")
+    out["attn_implementation"] = _AXOLOTL_ATTN_NAMES[str(attn)] if attn else next(
+        (v for k, v in _AXOLOTL_ATTN.items() if f.get(k) is True), None)
+    if adapter:
+        out["lora_rank"] = f.int("lora_r", default=8)  # PEFT LoraConfig's r
+        targets = _split(f.get("lora_target_modules"))
+        out["lora_target"] = "all" if f.get("lora_target_linear") is True or targets == ["all-linear"] else (
+            ",".join(targets) or _PEFT_DEFAULT_TARGETS)
+        out["lora_dropout"] = f.probability("lora_dropout")
+        out["modules_to_save"] = _split(f.get("lora_modules_to_save"))
+    if adapter == "qlora" or f.get("load_in_4bit") is True:
+        out["quantization"], out["double_quant"] = "4bit", True
+    elif f.get("load_in_8bit") is True:
+        out["quantization"] = "8bit"
+    if f.get("chunked_cross_entropy") is True or f.get("cut_cross_entropy") is True:
+        out["loss_kernel"] = "chunked"
+    elif f.get("liger_fused_linear_cross_entropy") is True:
+        out["loss_kernel"] = "liger"
+    bf16, fp16 = f.get("bf16", default="auto"), f.get("fp16") is True
+    precision = "bf16" if bf16 is True or (bf16 == "auto" and not fp16) else ("fp16" if fp16 else "fp32")
+    out["precision"] = precision
+    out["load_dtype"] = "fp16" if precision != "bf16" and f.get("load_in_8bit") is True else precision
+    out["mixed_precision"] = "no" if precision == "fp32" else precision
+    if f.get("deepspeed"):
+        out["framework"] = "deepspeed"
+    elif f.get("fsdp") or f.get("fsdp_config"):
+        fc = f.get("fsdp_config") if isinstance(f.get("fsdp_config"), dict) else {}
+        version = fc.get("fsdp_version", fc.get("version", f.get("fsdp_version", 1)))
+        out["framework"] = "fsdp2" if str(version) == "2" else "fsdp"
+        out["fsdp_offload"] = _true(fc.get("offload_params", fc.get("fsdp_offload_params", False)))
+        if _true(fc.get("activation_checkpointing", fc.get("fsdp_activation_checkpointing", False))):
+            out["gradient_checkpointing"] = True
+    return out
+
+
 def from_accelerate(f: _File) -> dict:
     """accelerate's ClusterConfig (commands/config/config_args.py): distributed_type and its
     deepspeed_config / fsdp_config sections."""
@@ -383,7 +454,7 @@ def from_launch(cfg) -> dict:
 
 
 _MAPPERS = {"llamafactory": from_llamafactory, "trl": from_trl, "accelerate": from_accelerate,
-            "openrlhf": from_openrlhf}
+            "openrlhf": from_openrlhf, "axolotl": from_axolotl}
 
 
 def read(paths, framework_versions=None) -> tuple[dict, dict]:

@@ -370,7 +370,8 @@ def mixed_precision_on(s) -> bool:
 def accelerate_native_amp(s) -> bool:
     """The trainer runs the model through accelerate's prepare_model with native AMP (bf16/fp16
     mixed precision outside DeepSpeed, accelerator.py)."""
-    return s.trainer in ("llamafactory", "trl", "accelerate") and s.framework != "deepspeed" and mixed_precision_on(s)
+    # AxolotlTrainer is a transformers Trainer, which prepares the model with accelerate too
+    return s.trainer in ("llamafactory", "trl", "accelerate", "axolotl") and s.framework != "deepspeed" and mixed_precision_on(s)
 
 
 def fsdp2_upcast(s) -> str:

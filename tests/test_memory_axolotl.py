@@ -1,0 +1,85 @@
+"""estimate --config on axolotl configs: what configs.from_axolotl reads, checked against
+axolotl's own defaults (src/axolotl/utils/schemas at 067b021c8: sequence_len 512, micro_batch_size
+1, optimizer adamw_torch_fused, lora_dropout 0.0, bf16 "auto") and against the benchmark case taken
+from axolotl PR #708 (bench/published_memory/cases.yaml), which states its settings by hand."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+from conftest import ROOT
+from ftrecipes.memory import Setup, estimate
+from ftrecipes.memory.configs import read
+
+# The settings of axolotl-ai-cloud/axolotl examples/mistral/qlora.yml (at 013495e, the file PR #708
+# changed), trimmed to the keys the estimate reads, with the PR's micro batch of 4 before the fix.
+MISTRAL_QLORA = """base_model: mistralai/Mistral-7B-v0.1
+load_in_8bit: false
+load_in_4bit: true
+sequence_len: 8192
+sample_packing: true
+pad_to_sequence_len: true
+adapter: qlora
+lora_r: 32
+lora_alpha: 16
+lora_dropout: 0.05
+lora_target_linear: true
+gradient_accumulation_steps: 4
+micro_batch_size: 4
+optimizer: adamw_bnb_8bit
+bf16: auto
+gradient_checkpointing: true
+flash_attention: true
+"""
+
+
+def _write(tmp_path, text, name="axolotl.yml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def test_the_pr_708_example_reads_as_the_benchmark_case_states_it(tmp_path):
+    _ds, got = read([_write(tmp_path, MISTRAL_QLORA)])
+    case = next(c for c in yaml.safe_load((ROOT / "bench/published_memory/cases.yaml").read_text())
+                if c["id"] == "axolotl-708-mistral7b-qlora-packed8k-mb4-4090-oom")
+    for key in ("seq_len", "micro_batch", "precision", "gradient_checkpointing", "attn_implementation",
+                "quantization", "lora_rank", "lora_dropout", "lora_target", "optimizer", "method"):
+        assert got[key] == case["setup"][key], key
+    assert got["double_quant"] is True and got["load_dtype"] == "bf16" and got["trainer"] == "axolotl"
+    on_4090 = dict(got, gpu="RTX-4090", gpus=1)
+    assert estimate(Setup(**on_4090)).verdict == "oom"  # what the PR reports before its change
+    assert estimate(Setup(**dict(on_4090, micro_batch=2))).verdict == "fits"  # and after it
+
+
+def test_axolotls_defaults_where_the_file_is_silent(tmp_path):
+    _ds, got = read([_write(tmp_path, "base_model: Qwen/Qwen2.5-7B\nadapter: lora\nlora_target_modules:\n"
+                                      "  - q_proj\n  - v_proj\n")])
+    assert (got["seq_len"], got["micro_batch"], got["lora_rank"], got["lora_dropout"]) == (512, 1, 8, 0.0)
+    assert got["lora_target"] == "q_proj,v_proj" and got["gradient_checkpointing"] is False
+    assert got["adam_impl"] == "fused" and got["precision"] == "bf16" and "quantization" not in got
+    _ds, full = read([_write(tmp_path, "base_model: Qwen/Qwen2.5-7B\nfp16: true\nbf16: false\n", "full.yml")])
+    assert full["precision"] == full["load_dtype"] == full["mixed_precision"] == "fp16" and "lora_rank" not in full
+
+
+def test_fsdp_rl_and_offloaded_checkpointing(tmp_path):
+    text = ("base_model: meta-llama/Llama-3.1-8B\nrl: dpo\ngradient_checkpointing: offload\nfsdp_version: 2\n"
+            "fsdp_config:\n  offload_params: true\n  activation_checkpointing: true\n")
+    _ds, got = read([_write(tmp_path, text)])
+    assert (got["framework"], got["fsdp_offload"], got["method"], got["trainer"]) == ("fsdp2", True, "dpo", "trl")
+    assert got["gradient_checkpointing"] is True and got["checkpoint_offload"] is True
+
+
+@pytest.mark.parametrize("line, key", [
+    ("adapter: llama-adapter", "adapter"), ("rl: ebft", "rl"), ("tensor_parallel_size: 2", "tensor_parallel_size"),
+    ("attn_implementation: flex_attention", "attn_implementation"), ("lora_dropout: 1.5\nadapter: lora", "lora_dropout"),
+])
+def test_what_the_model_cannot_express_names_file_line_and_key(tmp_path, line, key):
+    path = _write(tmp_path, f"base_model: Qwen/Qwen2.5-7B\nsequence_len: 1024\n{line}\n")
+    proc = subprocess.run([sys.executable, "-m", "ftrecipes", "estimate", "--config", path],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"{path}:3:1: {key}:" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

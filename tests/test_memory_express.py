@@ -53,6 +53,19 @@ def test_4bit_base_weights_cost_half_a_byte_plus_the_absmax_constants():
     assert 5.9 * GB < q4 < 6.1 * GB
 
 
+def test_torchtunes_nf4_scales_are_double_quantized_unless_told_otherwise():
+    """torchtune's LoRA linears call torchao's to_nf4(weight), whose NF4Tensor.from_tensor always
+    runs double_quantize_scalers (int8 scales, one fp32 factor per 256): the same 4.127 bits a
+    weight as bitsandbytes' double quantisation. Other trainers default to bitsandbytes' plain NF4."""
+    base = dict(model="Qwen2.5-7B", lora_rank=16, framework="torch", quantization="4bit")
+    params = {k: phase(estimate(Setup(**base, **k2)), "setup")["params"] for k, k2 in (
+        ("torchtune", {"trainer": "torchtune"}), ("dq", {"trainer": "torchtune", "double_quant": True}),
+        ("plain", {"trainer": "torchtune", "double_quant": False}), ("trl", {"trainer": "trl"}),
+        ("trl plain", {"trainer": "trl", "double_quant": False}))}
+    assert params["torchtune"] == params["dq"] < params["plain"]
+    assert params["trl"] == params["trl plain"]
+
+
 def test_qlora_adapter_dtype_follows_the_trainer():
     """PEFT upcasts LoRA weights to fp32 (autocast_adapter_dtype); TRL's SFTTrainer casts a
     quantized model's adapters back to bf16; torchtune builds everything in bf16."""

@@ -88,7 +88,7 @@ class Setup:
                                       # training unless master_weights is false (model_states.mixed_precision_on)
     # Settings beyond DeepSpeed's (model_states.expressed_states / activations.loss_terms)
     quantization: str = "none"         # none | 4bit | 8bit: bitsandbytes base weights (QLoRA)
-    double_quant: bool | None = None   # 4-bit absmax quantised again; None: LLaMA-Factory yes, others no
+    double_quant: bool | None = None   # 4-bit absmax quantised again; None: LLaMA-Factory and torchtune yes, others no
     master_weights: bool | None = None  # fp32 trainable weights; None: DeepSpeed/LLaMA-Factory yes, else no
     optimizer: str = "adamw"           # adamw | adamw_8bit | paged_adamw_8bit | paged_adamw_32bit | sgd | adafactor
     adam_impl: str = "auto"            # how torch's AdamW updates: foreach | fused | single; auto:

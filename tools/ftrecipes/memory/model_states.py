@@ -429,7 +429,9 @@ def expressed_states(s, shape, total: int, trainable: int, n: int, stage: int, p
             lin = shape.linear_shapes().values()
             qn = shape.num_hidden_layers * sum(i * o for i, o in lin)
             rows = shape.num_hidden_layers * sum(o for _i, o in lin)
-            dq = s.double_quant if s.double_quant is not None else s.trainer == "llamafactory"
+            # LLaMA-Factory's default double_quantization; torchtune's NF4 is torchao's to_nf4, which
+            # always quantises the block scales again to int8 (scaler_block_size 256)
+            dq = s.double_quant if s.double_quant is not None else s.trainer in ("llamafactory", "torchtune")
             frozen_bytes = held_bytes(s, p) * (frozen - qn) + quantized_bytes(qn, s.quantization, double_quant=dq,
                                                                              rows=rows)
     elif s.quantization != "none":

@@ -45,20 +45,49 @@ LOSS_KERNELS = ("none", "liger", "chunked")
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-def lora_targets(spec: str | None) -> tuple[str, ...]:
+# PEFT matches target names as suffixes of module names, and model families name their linear
+# layers differently. c_attn, query_key_value and Phi-3's qkv_proj are one fused q/k/v projection
+# (one adapter: "qkv_proj" here). QwenLM/Qwen v1 (modeling_qwen.py) has attn.c_proj and mlp.c_proj
+# (so "c_proj" adapts both) and mlp.w1 / mlp.w2, its two hidden -> intermediate projections; GPT-2
+# has attn.c_proj, mlp.c_fc and mlp.c_proj.
+_SHORT_NAMES = {"q": ("q_proj",), "k": ("k_proj",), "v": ("v_proj",), "o": ("o_proj",),
+                "c_attn": ("qkv_proj",), "query_key_value": ("qkv_proj",), "qkv_proj": ("qkv_proj",)}
+_FAMILY_NAMES = {
+    "qwen": {"c_proj": ("o_proj", "down_proj"), "w1": ("gate_proj",), "w2": ("up_proj",)},
+    "gpt2": {"c_proj": ("o_proj", "down_proj"), "c_fc": ("up_proj",)},
+}
+
+
+def known_target_names() -> set:
+    """Every module name lora_targets maps for some model family."""
+    return set(ALL_LINEAR) | set(_SHORT_NAMES) | {n for names in _FAMILY_NAMES.values() for n in names}
+
+
+def lora_targets(spec: str | None, model_type: str = "") -> tuple[str, ...]:
+    """The adapted linears of one layer, in this module's names, for a PEFT target list."""
     if not spec or spec.strip().lower() in ("all", "all-linear", "all_linear"):
         return ALL_LINEAR
+    family = _FAMILY_NAMES.get(model_type, {})
     names = []
     for t in spec.replace(" ", "").split(","):
-        t = {"c_attn": "q_proj", "q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj"}.get(t, t)
-        if t in ALL_LINEAR:
-            names.append(t)
-    return tuple(names) or ALL_LINEAR
+        for n in family.get(t) or _SHORT_NAMES.get(t) or (t,):
+            if n in ALL_LINEAR or n == "qkv_proj":
+                names.append(n)
+    return tuple(dict.fromkeys(names)) or ALL_LINEAR
+
+
+def _adapted(shape: ModelShape, targets: tuple[str, ...]) -> list[tuple[int, int]]:
+    """(in, out) of each adapted linear of one layer; a fused q/k/v adapter spans all three outputs."""
+    lin = shape.linear_shapes()
+    out = [lin[n] for n in lin if n in targets]
+    if "qkv_proj" in targets:
+        out.append((shape.hidden_size, lin["q_proj"][1] + 2 * lin["k_proj"][1]))
+    return out
 
 
 def lora_params_per_layer(shape: ModelShape, rank: int, targets: tuple[str, ...]) -> int:
     # each adapted (in, out) linear gets A (r x in) and B (out x r)
-    return sum(rank * (i + o) for n, (i, o) in shape.linear_shapes().items() if n in targets)
+    return sum(rank * (i + o) for i, o in _adapted(shape, targets))
 
 
 # PEFT's ModulesToSaveWrapper keeps the original module (frozen) and trains a full copy of it
@@ -156,7 +185,7 @@ def layer_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tu
 def _adapter_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tuple[str, ...],
                              adapter_fp32: bool, dropout: bool) -> int:
     """What the LoRA adapters of one layer keep per token for backward (see the module docstring)."""
-    fan_ins = [fan_in for name, (fan_in, _out) in shape.linear_shapes().items() if name in targets]
+    fan_ins = [fan_in for fan_in, _out in _adapted(shape, targets)]
     a = 4 if adapter_fp32 else p  # bytes of the adapter's input and of lora_A's rank-r output
     if adapter_fp32 or dropout:
         # every adapter keeps an input of its own: its fp32 cast, or its dropped copy (plus the mask)
@@ -166,7 +195,7 @@ def _adapter_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets:
     # (the attention output) is kept by the attention terms already
     h, i = shape.hidden_size, shape.intermediate_size
     total = 0
-    for group in (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj")):
+    for group in (("q_proj", "k_proj", "v_proj", "qkv_proj"), ("gate_proj", "up_proj")):
         if any(t in targets for t in group):
             total += p * h
     if "down_proj" in targets:
@@ -199,7 +228,7 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
     b = micro_batch * sequences_per_sample
     T = b * seq_len
     h, L = shape.hidden_size, shape.num_hidden_layers
-    targets = lora_targets(lora_target) if lora_rank else ALL_LINEAR
+    targets = lora_targets(lora_target, shape.model_type) if lora_rank else ALL_LINEAR
     attn = attn_implementation or "sdpa"
     per_layer = layer_bytes_per_token(shape, p, lora_rank, targets, True, attn, seq_len, adapter_fp32, lora_dropout)
     # LoRA: the first layer's input comes from a frozen embedding, so its first norm keeps nothing

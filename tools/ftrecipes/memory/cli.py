@@ -44,13 +44,13 @@ def amount(low, high, high_included=True):
 
 def lora_target(text):
     """argparse type: 'all' or comma-separated module names the memory model knows."""
-    from .activations import ALL_LINEAR, lora_targets
+    from .activations import ALL_LINEAR, known_target_names
 
     if text.strip().lower() in ("all", "all-linear", "all_linear"):
         return text
     names = [t for t in text.replace(" ", "").split(",") if t]
     # lora_targets falls back to every linear layer for names it does not know: say so instead.
-    unknown = [t for t in names if lora_targets(t) == ALL_LINEAR and t not in ALL_LINEAR]
+    unknown = [t for t in names if t not in known_target_names()]
     if not names or unknown:
         raise argparse.ArgumentTypeError(
             f"unknown module {(unknown or [text])[0][:40]!r}; use 'all' or names from {', '.join(ALL_LINEAR)}")

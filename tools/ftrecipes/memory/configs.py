@@ -48,6 +48,9 @@ MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "l
                "accelerate_version", "trl_version", "transformers_version", "loss_type", "lora_dropout")
 
 
+_MAX_INT = 2**31 - 1  # the largest count the CLI's own flags take
+
+
 class _File:
     """One config's data with positions, so an error names file, line and key."""
 
@@ -64,13 +67,14 @@ class _File:
                 return self.data[n]
         return default
 
-    def int(self, *names, default=None):
-        """An integer setting; shell words and YAML strings convert, anything else is an error."""
+    def int(self, *names, default=None, minimum=0):
+        """An integer setting (a count or a size, so from minimum to 2**31 - 1); shell words and
+        YAML strings convert, anything else is an error."""
         def convert(v):
-            if isinstance(v, bool) or float(v) != int(float(v)):
+            if isinstance(v, bool) or float(v) != int(float(v)) or not minimum <= int(float(v)) <= _MAX_INT:
                 raise ValueError
             return int(float(v))
-        return self._typed(names, default, convert, "an integer")
+        return self._typed(names, default, convert, f"an integer from {minimum} to {_MAX_INT}")
 
     def probability(self, *names, default=0.0):
         """A probability in [0, 1) (a dropout rate): numbers and numeric strings, else an error."""
@@ -157,13 +161,13 @@ def from_llamafactory(f: _File) -> dict:
     if ftype not in ("lora", "full"):
         raise f.error("finetuning_type", f"finetuning_type {ftype!r} (lora and full are modelled)")
     out = {"trainer": "llamafactory", "method": _LF_STAGE[stage], "framework": "ddp",
-           "lora_rank": f.int("lora_rank", default=8) if ftype == "lora" else 0,
+           "lora_rank": f.int("lora_rank", default=8, minimum=1) if ftype == "lora" else 0,
            "lora_target": ",".join(_split(f.get("lora_target", default="all"))) or "all",
            # FinetuningArguments.lora_dropout defaults to 0.0
            "lora_dropout": f.probability("lora_dropout") if ftype == "lora" else 0.0,
            "modules_to_save": _split(f.get("additional_target")),
-           "seq_len": f.int("cutoff_len", default=2048),
-           "micro_batch": f.int("per_device_train_batch_size", default=8),  # transformers' default
+           "seq_len": f.int("cutoff_len", default=2048, minimum=1),
+           "micro_batch": f.int("per_device_train_batch_size", default=8, minimum=1),  # transformers' default
            # LLaMA-Factory checkpoints by default (disable_gradient_checkpointing: false)
            "gradient_checkpointing": not f.get("disable_gradient_checkpointing", default=False),
            "attn_implementation": _LF_ATTN.get(str(f.get("flash_attn", default="auto")), "sdpa"),
@@ -206,31 +210,31 @@ def from_trl(f: _File) -> dict:
     if method == "grpo":
         # prompt + completion; TRL 1.x has no max_prompt_length, and a vLLM engine caps the total
         # at vllm_max_model_length
-        seq = f.int("max_prompt_length", default=512) + f.int("max_completion_length", default=512)
-        cap = f.int("vllm_max_model_length") if f.get("use_vllm") is True else None
+        seq = f.int("max_prompt_length", default=512, minimum=1) + f.int("max_completion_length", default=512, minimum=1)
+        cap = f.int("vllm_max_model_length", minimum=1) if f.get("use_vllm") is True else None
         if cap and (cap < seq or f.get("max_prompt_length") is None):
             seq = cap
         elif f.get("max_prompt_length") is None and f.get("use_vllm") is True:
             # Prompts are not cut (TRL 1.x has no max_prompt_length): a `vllm serve
             # --max-model-len` among the files bounds prompt + completion (read() applies it).
             out_bound = {"_unbounded_prompt": True}
-            seq = f.int("max_completion_length", default=512) + 512
+            seq = f.int("max_completion_length", default=512, minimum=1) + 512
             return {**_trl_fields(f, method, seq), **out_bound}
     else:
-        seq = f.int("max_length", default=1024)
+        seq = f.int("max_length", default=1024, minimum=1)
     return _trl_fields(f, method, seq)
 
 
 def _trl_fields(f: _File, method: str, seq: int) -> dict:
     version = f.versions.get("trl", "")
     out = {"trainer": "trl", "method": method, "trl_version": version or None, "framework": "deepspeed" if f.get("deepspeed") else "ddp",
-           "seq_len": seq, "micro_batch": f.int("per_device_train_batch_size", default=8),
+           "seq_len": seq, "micro_batch": f.int("per_device_train_batch_size", default=8, minimum=1),
            # transformers 5.23 renamed gradient_checkpointing to activation_checkpointing (old name an alias)
            "gradient_checkpointing": bool(f.get("activation_checkpointing", "gradient_checkpointing", default=True)),
            "precision": _precision(f), "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f, "model_name_or_path"),
            "attn_implementation": f.get("attn_implementation")}
     if f.get("use_peft") is True or f.get("lora_r") is not None:
-        out["lora_rank"] = f.int("lora_r", default=16)
+        out["lora_rank"] = f.int("lora_r", default=16, minimum=1)
         targets = _split(f.get("lora_target_modules"))
         out["lora_target"] = "all" if targets == ["all-linear"] else ",".join(targets) or _PEFT_DEFAULT_TARGETS
         out["modules_to_save"] = _split(f.get("lora_modules_to_save"))
@@ -289,8 +293,8 @@ def from_axolotl(f: _File) -> dict:
     if adapter not in (None, "lora", "qlora"):
         raise f.error("adapter", f"adapter {adapter!r} (lora and qlora are modelled)")
     out = {"trainer": "trl" if rl else "axolotl", "method": _AXOLOTL_RL.get(str(rl), "sft"), "framework": "ddp",
-           "model": _model(f, "base_model"), "seq_len": f.int("sequence_len", default=512),
-           "micro_batch": f.int("micro_batch_size", default=1),
+           "model": _model(f, "base_model"), "seq_len": f.int("sequence_len", default=512, minimum=1),
+           "micro_batch": f.int("micro_batch_size", default=1, minimum=1),
            "optimizer": _optimizer(f, "optimizer"), "adam_impl": _adam_impl(f, "optimizer")}
     ckpt = f.get("gradient_checkpointing", default=False)
     out["gradient_checkpointing"] = bool(ckpt)
@@ -301,7 +305,7 @@ def from_axolotl(f: _File) -> dict:
     out["attn_implementation"] = _AXOLOTL_ATTN_NAMES[str(attn)] if attn else next(
         (v for k, v in _AXOLOTL_ATTN.items() if f.get(k) is True), None)
     if adapter:
-        out["lora_rank"] = f.int("lora_r", default=8)  # PEFT LoraConfig's r
+        out["lora_rank"] = f.int("lora_r", default=8, minimum=1)  # PEFT LoraConfig's r
         targets = _split(f.get("lora_target_modules"))
         out["lora_target"] = "all" if f.get("lora_target_linear") is True or targets == ["all-linear"] else (
             ",".join(targets) or _PEFT_DEFAULT_TARGETS)
@@ -336,7 +340,7 @@ def from_accelerate(f: _File) -> dict:
     """accelerate's ClusterConfig (commands/config/config_args.py): distributed_type and its
     deepspeed_config / fsdp_config sections."""
     dist = str(f.get("distributed_type", default="NO")).upper()
-    out = {"gpus": f.int("num_processes"), "nodes": f.int("num_machines")}
+    out = {"gpus": f.int("num_processes", minimum=1), "nodes": f.int("num_machines", minimum=1)}
     mp = f.get("mixed_precision")
     if mp in ("bf16", "fp16"):
         out["precision"] = mp
@@ -381,8 +385,8 @@ def from_openrlhf(f: _File) -> dict:
     out = {"trainer": "openrlhf", "method": method, "framework": "deepspeed",
            "zero_stage": f.int("ds.zero_stage", "zero_stage"),
            "offload_optimizer": "cpu" if f.get("ds.adam_offload", "adam_offload") is True else None,
-           "seq_len": f.int("data.max_len", "max_len"),
-           "micro_batch": f.int("train.micro_batch_size", "micro_train_batch_size"),
+           "seq_len": f.int("data.max_len", "max_len", minimum=1),
+           "micro_batch": f.int("train.micro_batch_size", "micro_train_batch_size", minimum=1),
            "gradient_checkpointing": bool(f.get("model.gradient_checkpointing_enable", "gradient_checkpointing",
                                                 default=False)),
            "lora_rank": f.int("ds.lora.rank", "lora_rank"),
@@ -432,17 +436,17 @@ def from_launch(cfg) -> dict:
             hit = served.get("max-model-len") or served.get("max_model_len")
             if hit:
                 f = _File(cfg, {"max_model_len": hit[0]}, {"max_model_len": hit[1]})
-                out["vllm_max_model_len"] = f.int("max_model_len")
+                out["vllm_max_model_len"] = f.int("max_model_len", minimum=1)
     if flags:
         f = _File(cfg, {k: v for k, (v, _line) in flags.items()}, {k: line for k, (_v, line) in flags.items()})
-        procs, nodes = f.int("nproc_per_node", "num_gpus", "num_processes"), f.int("nnodes", "num_machines")
+        procs, nodes = f.int("nproc_per_node", "num_gpus", "num_processes", minimum=1), f.int("nnodes", "num_machines", minimum=1)
         lora = _true(f.get("use_lora", default=False))
-        out.update({"micro_batch": f.int("per_device_train_batch_size"), "seq_len": f.int("model_max_length"),
+        out.update({"micro_batch": f.int("per_device_train_batch_size", minimum=1), "seq_len": f.int("model_max_length", minimum=1),
                     "gradient_checkpointing": _true(f.get("gradient_checkpointing")) if "gradient_checkpointing" in f.data else None,
                     "precision": "bf16" if _true(f.get("bf16")) else ("fp16" if _true(f.get("fp16")) else None),
                     "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f, "model_name_or_path"),
                     "gpus": procs * (nodes or 1) if procs else None, "nodes": nodes,
-                    "lora_rank": (f.int("lora_r", default=64) if lora else 0) if "use_lora" in f.data else None,
+                    "lora_rank": (f.int("lora_r", default=64, minimum=1) if lora else 0) if "use_lora" in f.data else None,
                     # both finetune.py's LoraArguments default lora_dropout to 0.05
                     "lora_dropout": f.probability("lora_dropout", default=0.05) if lora else None,
                     "quantization": "4bit" if lora and _true(f.get("q_lora", default=False)) else None})
@@ -486,6 +490,10 @@ def read(paths, framework_versions=None) -> tuple[dict, dict]:
         elif cfg.kind in _MAPPERS:
             f = _File(cfg, versions={"trl": trl} if trl else None)
             found = _MAPPERS[cfg.kind](f)
+            if isinstance(f.get("deepspeed"), dict):
+                # TrainingArguments and axolotl take the DeepSpeed config inline as well as a path
+                check_fields(cfg.doc, DEEPSPEED_FIELDS, under=("deepspeed",))
+                ds = {**ds, **f.get("deepspeed")}
             unknown = unknown or f.unknown_model
             mixed.append((cfg.kind, found.pop("mixed_precision", None)))
             if cfg.kind in ("llamafactory", "trl") and found.get("framework") == "ddp" and "accelerate" in kinds:
@@ -558,7 +566,7 @@ def _deepspeed_from_cwd(cfg, found) -> list:
     import os
 
     data = cfg.data if isinstance(cfg.data, dict) else {}
-    name = data.get("deepspeed") if cfg.kind in ("llamafactory", "trl") else None
+    name = data.get("deepspeed") if cfg.kind in ("llamafactory", "trl", "axolotl") else None
     if not isinstance(name, str) or not name or found:
         return []
     if os.path.isfile(name):

@@ -70,7 +70,7 @@ class Setup:
     lora_dropout: float = 0.0          # PEFT's LoRA dropout probability (its default: 0, no dropout)
     method: str = "sft"                # sft | dpo | grpo
     framework: str = "deepspeed"       # deepspeed | ddp | fsdp | fsdp2 | torch (one process, no wrapper)
-    trainer: str = ""                  # trl | llamafactory | openrlhf | accelerate (trainer quirks)
+    trainer: str = ""                  # trl | llamafactory | openrlhf | accelerate | axolotl | torchtune (trainer quirks)
     adapter_fp32: bool | None = None   # LoRA adapter weights in fp32 (PEFT default); None: fp32
                                        # unless DeepSpeed casts the module to the compute dtype
     ds: dict = field(default_factory=dict)  # DeepSpeed bucket / live-parameter settings
@@ -184,7 +184,7 @@ def _counts(s: Setup):
         return None, s.params, s.params if not s.lora_rank else 0
     total = shape.param_count()
     if s.lora_rank:
-        trainable = shape.num_hidden_layers * lora_params_per_layer(shape, s.lora_rank, lora_targets(s.lora_target))
+        trainable = shape.num_hidden_layers * lora_params_per_layer(shape, s.lora_rank, lora_targets(s.lora_target, shape.model_type))
         copied, in_place = modules_to_save_split(shape, s.modules_to_save)
         return shape, total + trainable + copied, trainable + copied + in_place
     return shape, total, total

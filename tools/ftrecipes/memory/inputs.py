@@ -106,22 +106,27 @@ DEEPSPEED_FIELDS = [
 ] + [((_Z, k), _boolean if k in _DS_FLAGS else _size) for k in _DS_KEYS]
 
 
-def check_fields(doc, table):
-    """Raise a UserError naming file, line, column and key for the first value the table refuses."""
-    if not isinstance(doc.data, dict):
+def check_fields(doc, table, under=()):
+    """Raise a UserError naming file, line, column and key for the first value the table refuses.
+    under: where in the document the checked mapping sits (a trainer file's inline `deepspeed:`)."""
+    data = doc.data
+    for part in under:
+        data = data.get(part) if isinstance(data, dict) else None
+    if not isinstance(data, dict):
         raise UserError(f"must be a JSON object at the top level, not {_describe(doc.data)}", path=doc.path, line=1, column=1)
-    if doc.duplicates:
-        key, line, col = doc.duplicates[0]
+    dup = next((d for d in doc.duplicates if tuple(d[0][:len(under)]) == tuple(under)), None)
+    if dup:
+        key, line, col = dup
         raise UserError("duplicate key (DeepSpeed's loader rejects it)", path=doc.path, line=line, column=col,
                         key=".".join(map(str, key)))
     for path, check in table:
-        value = doc.data
+        value = data
         for part in path:
             value = value.get(part, _MISSING) if isinstance(value, dict) else _MISSING
         problem = None if value is _MISSING else check(value)
         if problem:
-            line, col = doc.where(path)
-            raise UserError(problem, path=doc.path, line=line, column=col, key=".".join(path))
+            line, col = doc.where(tuple(under) + tuple(path))
+            raise UserError(problem, path=doc.path, line=line, column=col, key=".".join(tuple(under) + tuple(path)))
 
 
 def setup_from_deepspeed(ds: dict, **overrides) -> Setup:

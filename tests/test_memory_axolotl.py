@@ -13,6 +13,7 @@ import yaml
 from conftest import ROOT
 from ftrecipes.memory import Setup, estimate
 from ftrecipes.memory.configs import read
+from ftrecipes.memory.inputs import setup_from_deepspeed
 
 # The settings of axolotl-ai-cloud/axolotl examples/mistral/qlora.yml (at 013495e, the file PR #708
 # changed), trimmed to the keys the estimate reads, with the PR's micro batch of 4 before the fix.
@@ -83,3 +84,24 @@ def test_what_the_model_cannot_express_names_file_line_and_key(tmp_path, line, k
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert f"{path}:3:1: {key}:" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_an_inline_deepspeed_mapping_is_the_runs_deepspeed_config(tmp_path):
+    """TrainingArguments.deepspeed and axolotl's `deepspeed` take a dict as well as a path: its ZeRO
+    settings count, and a value DeepSpeed refuses is named with its dotted key and line."""
+    base = "base_model: Qwen/Qwen2.5-7B\nadapter: lora\n"
+    ds, got = read([_write(tmp_path, base + "deepspeed:\n  zero_optimization:\n    stage: 3\n")])
+    assert ds["zero_optimization"]["stage"] == 3 and got["framework"] == "deepspeed"
+    three = estimate(Setup(**dict(got, gpus=2, zero_stage=3)))
+    assert estimate(setup_from_deepspeed(ds, **got, gpus=2)).gpu_card_bytes == three.gpu_card_bytes
+    bad = _write(tmp_path, base + "deepspeed:\n  zero_optimization:\n    stage: 7\n", "bad.yml")
+    proc = subprocess.run([sys.executable, "-m", "ftrecipes", "estimate", "--config", bad], capture_output=True, text=True)
+    assert proc.returncode == 2 and f"{bad}:5:" in proc.stderr and "deepspeed.zero_optimization.stage" in proc.stderr
+
+
+@pytest.mark.parametrize("line", ["micro_batch_size: 0", "sequence_len: -1", "lora_r: 4294967296"])
+def test_counts_outside_what_a_run_can_have_are_refused(tmp_path, line):
+    path = _write(tmp_path, f"base_model: Qwen/Qwen2.5-7B\nadapter: lora\n{line}\n")
+    proc = subprocess.run([sys.executable, "-m", "ftrecipes", "estimate", "--config", path],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and f"{path}:3:1:" in proc.stderr and "from 1 to 2147483647" in proc.stderr

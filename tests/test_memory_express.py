@@ -642,3 +642,12 @@ def test_fused_and_family_specific_lora_target_names():
     assert lora_targets("c_proj,w1", "llama") == ALL_LINEAR and lora_targets("c_attn", "llama") == ("qkv_proj",)
     proc = _cli("--model", "Qwen-7B-Chat", "--lora-rank", "8", "--lora-target", "c_attn,c_proj,w1,w2", "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)["trainable_params"] == every.trainable_params // 8
+
+
+def test_the_gpu_and_its_count_are_said_to_be_assumed_when_nothing_names_them(tmp_path):
+    lf = tmp_path / "lf.yaml"
+    lf.write_text("stage: sft\nmodel_name_or_path: Qwen/Qwen2.5-7B-Instruct\nfinetuning_type: lora\nbf16: true\n")
+    said = _cli("--config", str(lf)).stdout
+    assert "assumed: gpu A100-80GB, gpus 1" in said
+    assert "assumed" not in _cli("--config", str(lf), "--gpu", "H100", "--gpus", "2").stdout
+    assert "assumed: gpus 1" in _cli("--config", str(lf), "--gpu", "H100").stdout

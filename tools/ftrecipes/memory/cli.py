@@ -138,7 +138,10 @@ def setup_from_args(a) -> Setup:
               **{k: v for k, v in over.items() if v is not None}}
     if unknown_model and not (merged.get("model") or merged.get("params")):
         raise unknown_model
-    return setup_from_deepspeed(ds, **merged)
+    s = setup_from_deepspeed(ds, **merged)
+    # what no flag or file said: the answer depends on it, so the output says it was assumed
+    a.assumed = [f"{k} {getattr(s, k)}" for k in ("gpu", "gpus") if k not in merged]
+    return s
 
 
 def main(args) -> int:
@@ -178,6 +181,9 @@ def _estimate(args, s) -> int:
                   f"for {n_params:,} parameters, {s.gpus} GPUs, ZeRO stage {s.zero_stage}")
         return 0
     r = run(s)
+    if getattr(args, "assumed", None) and not args.model_states_only:
+        r.notes.append(f"not given by a flag or a file, so assumed: {', '.join(args.assumed)} "
+                       "(pass --gpu / --gpus)")
     if args.svg:
         from ..atomic import write_one
 

@@ -5,6 +5,7 @@ from axolotl PR #708 (bench/published_memory/cases.yaml), which states its setti
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -37,6 +38,12 @@ flash_attention: true
 """
 
 
+def _settings(path):
+    """configs.read's Setup fields, less the hand-offs to the CLI (keys starting with _)."""
+    ds, got = read([path])
+    return ds, {k: v for k, v in got.items() if not k.startswith("_")}
+
+
 def _write(tmp_path, text, name="axolotl.yml"):
     p = tmp_path / name
     p.write_text(text)
@@ -44,7 +51,7 @@ def _write(tmp_path, text, name="axolotl.yml"):
 
 
 def test_the_pr_708_example_reads_as_the_benchmark_case_states_it(tmp_path):
-    _ds, got = read([_write(tmp_path, MISTRAL_QLORA)])
+    _ds, got = _settings(_write(tmp_path, MISTRAL_QLORA))
     case = next(c for c in yaml.safe_load((ROOT / "bench/published_memory/cases.yaml").read_text())
                 if c["id"] == "axolotl-708-mistral7b-qlora-packed8k-mb4-4090-oom")
     for key in ("seq_len", "micro_batch", "precision", "gradient_checkpointing", "attn_implementation",
@@ -57,19 +64,19 @@ def test_the_pr_708_example_reads_as_the_benchmark_case_states_it(tmp_path):
 
 
 def test_axolotls_defaults_where_the_file_is_silent(tmp_path):
-    _ds, got = read([_write(tmp_path, "base_model: Qwen/Qwen2.5-7B\nadapter: lora\nlora_target_modules:\n"
-                                      "  - q_proj\n  - v_proj\n")])
+    _ds, got = _settings(_write(tmp_path, "base_model: Qwen/Qwen2.5-7B\nadapter: lora\nlora_target_modules:\n"
+                                           "  - q_proj\n  - v_proj\n"))
     assert (got["seq_len"], got["micro_batch"], got["lora_rank"], got["lora_dropout"]) == (512, 1, 8, 0.0)
     assert got["lora_target"] == "q_proj,v_proj" and got["gradient_checkpointing"] is False
     assert got["adam_impl"] == "fused" and got["precision"] == "bf16" and "quantization" not in got
-    _ds, full = read([_write(tmp_path, "base_model: Qwen/Qwen2.5-7B\nfp16: true\nbf16: false\n", "full.yml")])
+    _ds, full = _settings(_write(tmp_path, "base_model: Qwen/Qwen2.5-7B\nfp16: true\nbf16: false\n", "full.yml"))
     assert full["precision"] == full["load_dtype"] == full["mixed_precision"] == "fp16" and "lora_rank" not in full
 
 
 def test_fsdp_rl_and_offloaded_checkpointing(tmp_path):
     text = ("base_model: meta-llama/Llama-3.1-8B\nrl: dpo\ngradient_checkpointing: offload\nfsdp_version: 2\n"
             "fsdp_config:\n  offload_params: true\n  activation_checkpointing: true\n")
-    _ds, got = read([_write(tmp_path, text)])
+    _ds, got = _settings(_write(tmp_path, text))
     assert (got["framework"], got["fsdp_offload"], got["method"], got["trainer"]) == ("fsdp2", True, "dpo", "trl")
     assert got["gradient_checkpointing"] is True and got["checkpoint_offload"] is True
 
@@ -90,7 +97,7 @@ def test_an_inline_deepspeed_mapping_is_the_runs_deepspeed_config(tmp_path):
     """TrainingArguments.deepspeed and axolotl's `deepspeed` take a dict as well as a path: its ZeRO
     settings count, and a value DeepSpeed refuses is named with its dotted key and line."""
     base = "base_model: Qwen/Qwen2.5-7B\nadapter: lora\n"
-    ds, got = read([_write(tmp_path, base + "deepspeed:\n  zero_optimization:\n    stage: 3\n")])
+    ds, got = _settings(_write(tmp_path, base + "deepspeed:\n  zero_optimization:\n    stage: 3\n"))
     assert ds["zero_optimization"]["stage"] == 3 and got["framework"] == "deepspeed"
     three = estimate(Setup(**dict(got, gpus=2, zero_stage=3)))
     assert estimate(setup_from_deepspeed(ds, **got, gpus=2)).gpu_card_bytes == three.gpu_card_bytes
@@ -105,3 +112,19 @@ def test_counts_outside_what_a_run_can_have_are_refused(tmp_path, line):
     proc = subprocess.run([sys.executable, "-m", "ftrecipes", "estimate", "--config", path],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and f"{path}:3:1:" in proc.stderr and "from 1 to 2147483647" in proc.stderr
+
+
+def test_bf16_auto_is_fp16_on_a_gpu_without_bf16(tmp_path):
+    """axolotl's resolve_dtype (src/axolotl/utils/config/__init__.py at 067b021c8): bf16 "auto"
+    becomes bf16 where torch finds bf16 support, else fp16 (weights loaded in fp16); an explicit
+    --precision still decides."""
+    path = _write(tmp_path, "base_model: Qwen/Qwen2.5-7B\nadapter: lora\n")
+
+    def setup(*flags):
+        proc = subprocess.run([sys.executable, "-m", "ftrecipes", "estimate", "--config", path, "--json", *flags],
+                              capture_output=True, text=True)
+        s = json.loads(proc.stdout)["setup"]
+        return s["precision"], s["load_dtype"], s["mixed_precision"]
+    assert setup("--gpu", "V100-32GB") == ("fp16", "fp16", "fp16")
+    assert setup("--gpu", "H100") == ("bf16", "bf16", "bf16")
+    assert setup("--gpu", "V100-32GB", "--precision", "fp32")[0] == "fp32"

@@ -124,6 +124,7 @@ def setup_from_args(a) -> Setup:
     # the files' release decides defaults read from them (TRL's vllm_mode)
     ds, from_files = configs.read(a.config or [], parse_framework_versions(a.framework_version))
     unknown_model = from_files.pop("_unknown_model", None)
+    bf16_auto = from_files.pop("_bf16_auto", False)
     over = dict(model=a.model, params=int(a.params) if a.params else None, gpu=a.gpu, gpus=a.gpus,
                 gpus_per_node=a.gpus_per_node, seq_len=a.seq_len, micro_batch=a.micro_batch,
                 lora_rank=a.lora_rank, lora_target=a.lora_target, method=a.method,
@@ -134,8 +135,15 @@ def setup_from_args(a) -> Setup:
                 host_ram_bytes=int(a.host_ram_gb * 1024 ** 3) if a.host_ram_gb else None)
     if a.gradient_checkpointing:
         over["gradient_checkpointing"] = True
-    merged = {**from_files, **configs.parse_sets(a.set), **configs.version_fields(a.framework_version),
+    sets = configs.parse_sets(a.set)
+    merged = {**from_files, **sets, **configs.version_fields(a.framework_version),
               **{k: v for k, v in over.items() if v is not None}}
+    if bf16_auto and "precision" not in sets and a.precision is None:
+        from .catalog import gpu
+
+        if not gpu(merged.get("gpu") or Setup.gpu).bf16:
+            # axolotl's bf16: auto trains in fp16, weights loaded in fp16, on a GPU without bf16
+            merged.update(precision="fp16", load_dtype="fp16", mixed_precision="fp16")
     if unknown_model and not (merged.get("model") or merged.get("params")):
         raise unknown_model
     s = setup_from_deepspeed(ds, **merged)

@@ -321,6 +321,9 @@ def from_axolotl(f: _File) -> dict:
         out["loss_kernel"] = "liger"
     bf16, fp16 = f.get("bf16", default="auto"), f.get("fp16") is True
     precision = "bf16" if bf16 is True or (bf16 == "auto" and not fp16) else ("fp16" if fp16 else "fp32")
+    if bf16 == "auto" and not fp16:
+        # utils/config resolve_dtype: fp16 instead where the GPU has no bf16 (cli decides, knowing the GPU)
+        out["_bf16_auto"] = True
     out["precision"] = precision
     out["load_dtype"] = "fp16" if precision != "bf16" and f.get("load_in_8bit") is True else precision
     out["mixed_precision"] = "no" if precision == "fp32" else precision

@@ -128,3 +128,20 @@ def test_bf16_auto_is_fp16_on_a_gpu_without_bf16(tmp_path):
     assert setup("--gpu", "V100-32GB") == ("fp16", "fp16", "fp16")
     assert setup("--gpu", "H100") == ("bf16", "bf16", "bf16")
     assert setup("--gpu", "V100-32GB", "--precision", "fp32")[0] == "fp32"
+
+
+def test_torchao_8bit_adamw_counts_as_8bit_adamw(tmp_path):
+    """transformers' OptimizerNames.ADAMW_TORCH_8BIT is torchao's AdamW8bit: both moments in 8 bits
+    with block scales, the states bitsandbytes' adamw_8bit keeps (axolotl examples name it)."""
+    _ds, got = _settings(_write(tmp_path, "base_model: Qwen/Qwen2.5-7B\noptimizer: adamw_torch_8bit\n"))
+    assert got["optimizer"] == "adamw_8bit"
+
+
+def test_axolotls_trainer_runs_the_model_through_accelerates_mixed_precision():
+    """AxolotlTrainer is a transformers Trainer, which prepares the model with accelerate: in bf16
+    outside DeepSpeed its outputs are copied to fp32 like the other HF-Trainer-based trainers'."""
+    from ftrecipes.memory.model_states import accelerate_native_amp
+
+    kw = dict(model="Qwen2.5-7B", lora_rank=16, framework="ddp", precision="bf16")
+    assert accelerate_native_amp(Setup(trainer="axolotl", **kw)) and not accelerate_native_amp(Setup(trainer="hf", **kw))
+    assert not accelerate_native_amp(Setup(trainer="axolotl", **dict(kw, framework="deepspeed")))

@@ -81,7 +81,7 @@ def _adapted(shape: ModelShape, targets: tuple[str, ...]) -> list[tuple[int, int
     lin = shape.linear_shapes()
     out = [lin[n] for n in lin if n in targets]
     if "qkv_proj" in targets:
-        out.append((shape.hidden_size, lin["q_proj"][1] + 2 * lin["k_proj"][1]))
+        out.append((shape.hidden_size, lin["q_proj"][1] + 2 * shape.kv_dim))
     return out
 
 

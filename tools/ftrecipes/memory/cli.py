@@ -118,7 +118,8 @@ def register(subparsers) -> None:
     _add_trace(subparsers)
 
 
-def setup_from_args(a) -> Setup:
+def setup_from_args(a) -> tuple[Setup, list[str]]:
+    """The Setup the flags and files give, and what none of them named (said with the estimate)."""
     from ..versions import parse_framework_versions
 
     # the files' release decides defaults read from them (TRL's vllm_mode)
@@ -147,9 +148,7 @@ def setup_from_args(a) -> Setup:
     if unknown_model and not (merged.get("model") or merged.get("params")):
         raise unknown_model
     s = setup_from_deepspeed(ds, **merged)
-    # what no flag or file said: the answer depends on it, so the output says it was assumed
-    a.assumed = [f"{k} {getattr(s, k)}" for k in ("gpu", "gpus") if k not in merged]
-    return s
+    return s, [f"{k} {getattr(s, k)}" for k in ("gpu", "gpus") if k not in merged]
 
 
 def main(args) -> int:
@@ -163,16 +162,16 @@ def main(args) -> int:
     if args.recipe and not (args.model or args.params):
         raise UserError("recipe mode is run by the main ftrecipes CLI; here pass --model/--params")
     try:
-        s = setup_from_args(args)
+        s, assumed = setup_from_args(args)
         if not (s.model or s.params):
             raise UserError("estimate needs a recipe name, or --model NAME|config.json or --params N "
                             "(or a config file naming a known model)")
-        return _estimate(args, s)
+        return _estimate(args, s, assumed)
     except (KeyError, ValueError) as exc:  # unknown model or GPU name, a combination the model refuses
         raise UserError(exc.args[0] if exc.args else str(exc)) from None
 
 
-def _estimate(args, s) -> int:
+def _estimate(args, s, assumed=()) -> int:
     if args.model_states_only:
         if s.model:
             from .estimate import _counts
@@ -189,8 +188,9 @@ def _estimate(args, s) -> int:
                   f"for {n_params:,} parameters, {s.gpus} GPUs, ZeRO stage {s.zero_stage}")
         return 0
     r = run(s)
-    if getattr(args, "assumed", None) and not args.model_states_only:
-        r.notes.append(f"not given by a flag or a file, so assumed: {', '.join(args.assumed)} "
+    if assumed:
+        # what no flag or file said: the answer depends on it, so the output says it was assumed
+        r.notes.append(f"not given by a flag or a file, so assumed: {', '.join(assumed)} "
                        "(pass --gpu / --gpus)")
     if args.svg:
         from ..atomic import write_one

@@ -14,6 +14,7 @@ import sys
 import pytest
 from ftrecipes.memory import Setup, estimate
 from ftrecipes.memory.catalog import GPUS, model
+from ftrecipes.errors import UserError
 from conftest import ROOT
 from ftrecipes.memory.configs import read
 from ftrecipes.memory.activations import ALL_LINEAR, lora_targets
@@ -355,6 +356,8 @@ def test_model_catalog_matches_published_sizes(name, published_billions, digits)
     ("meta-llama/Llama-2-7b-chat-hf", "Llama-2-7B"), ("mistralai/Mistral-7B-Instruct-v0.2", "Mistral-7B"),
     ("mistralai/Mistral-7B-Instruct-v0.3", "Mistral-7B-v0.3"), ("Qwen/Qwen2-1.5B-Instruct", "Qwen2.5-1.5B"),
     ("Qwen/Qwen3-8B-Base", "Qwen3-8B"), ("meta-llama/Meta-Llama-3.1-8B-Instruct", "Llama-3.1-8B"),
+    # local folders as LLaMA-Factory YAMLs name them (LlamaFactory#5070: "model_name_or_path: qwen2-7B-Instruct/")
+    ("qwen2-7B-Instruct/", "Qwen2-7B"), ("C:\\models\\Qwen2.5-7B-Instruct\\", "Qwen2.5-7B"),
 ])
 def test_fine_tuned_releases_take_their_base_models_shape(hub_id, shape):
     got, want = model(hub_id), model(shape)
@@ -393,6 +396,41 @@ def test_vlm_config_json_gives_the_same_tower_as_the_catalog(tmp_path):
     assert model(str(p)).vision == model("MiniCPM-V-2_6").vision
     # SigLIP so400m is ~0.4B parameters; with MiniCPM's resampler ~0.49B
     assert 0.40e9 < model("MiniCPM-V-2_6").vision.param_count() < 0.5e9
+
+
+# Qwen2.5-VL-7B-Instruct's vision_config as the Qwen team published it (config.json on
+# huggingface.co) and Qwen2-VL-7B-Instruct's, which names the tower width embed_dim and uses
+# hidden_size for the LLM width the merger projects into.
+QWEN25_VL_VISION = {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16,
+                    "out_hidden_size": 3584, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}
+QWEN2_VL_VISION = {"depth": 32, "embed_dim": 1280, "mlp_ratio": 4, "num_heads": 16, "hidden_size": 3584,
+                   "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}
+
+
+@pytest.mark.parametrize("vision,tower,merger", [
+    # parameter counts of transformers 5.6.0's Qwen2_5_VisionTransformerPretrainedModel and
+    # Qwen2VisionTransformerPretrainedModel built from these vision configs on the meta device
+    # (blocks + patch_embed, and merger), counted with sum(p.numel())
+    (QWEN25_VL_VISION, 631_975_680, 44_574_464), (QWEN2_VL_VISION, 631_183_360, 44_575_744),
+])
+def test_qwen_vl_config_json_gives_the_towers_transformers_builds(tmp_path, vision, tower, merger):
+    cfg = {"model_type": "qwen2_5_vl", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+           "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064, "vision_config": vision}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    v = model(str(p)).vision
+    assert (v.tower_params(), v.projector_params()) == (tower, merger)
+    # LLaMA-Factory's default image_max_pixels 768 * 768 -> 756 x 756 = 54 x 54 patches, 2 x 2 per token
+    assert (v.patches_per_slice, v.tokens_per_slice) == (54 * 54, 27 * 27)
+
+
+def test_a_vision_count_that_is_not_an_integer_names_its_key(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text('{"hidden_size": 4096, "vocab_size": 32000, "num_hidden_layers": 32, "num_attention_heads": 32,\n'
+                 ' "vision_config": {"depth": 32, "embed_dim": "wide"}}')
+    with pytest.raises(UserError) as e:
+        model(str(p))
+    assert (e.value.line, e.value.key) == (2, "vision_config.embed_dim")
 
 
 def test_vision_tower_trained_next_to_lora_is_trainable_in_place():

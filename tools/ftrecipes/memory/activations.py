@@ -308,14 +308,17 @@ def vision_activations(v: VisionTower, slices: int, p: int, gradient_checkpointi
     Per patch and SigLIP encoder layer (modeling_siglip.py, SDPA): LayerNorm 1 and 2 keep their
     input and output (p*h each) and fp32 mean/rstd (8 bytes); attention keeps q, k, v and its
     output (4*p*h) and the fp32 log-sum-exp per head; the MLP keeps fc1's output and the GELU
-    output (2*p*i). With gradient checkpointing (the tower's encoder honours the model's
-    gradient_checkpointing_enable) only each layer's input stays. MiniCPM-V's resampler keeps,
-    per patch, the tower output read by kv_proj (p*h) and kv_proj's output, its LayerNorm output,
-    key + position embedding, and the key/value projections (5*p*e in the LLM width e).
+    output (2*p*i), a gated MLP (Qwen2.5-VL) its gate, up, activation and product (4*p*i). With
+    gradient checkpointing (the tower's encoder honours the model's gradient_checkpointing_enable)
+    only each layer's input stays. MiniCPM-V's resampler keeps, per patch, the tower output read by
+    kv_proj (p*h) and kv_proj's output, its LayerNorm output, key + position embedding, and the
+    key/value projections (5*p*e in the LLM width e). Qwen-VL's merger keeps its LayerNorm input
+    and output and the first linear's output and GELU output, each h wide per patch (4*p*h).
     """
     P = v.patches_per_slice * slices
     h, i = v.hidden_size, v.intermediate_size
-    layer = (p * (8 * h + 2 * i) + 16 + 4 * v.num_attention_heads) * P
+    layer = (p * (8 * h + (4 if v.gated else 2) * i) + 16 + 4 * v.num_attention_heads) * P
     tower = v.num_hidden_layers * (p * h * P if gradient_checkpointing else layer)
-    proj = (p * h + 5 * p * v.text_hidden) * P if v.projector == "resampler" else (p * h + 8) * P
+    proj = {"resampler": (p * h + 5 * p * v.text_hidden) * P, "merger": (4 * p * h + 8) * P}.get(
+        v.projector, (p * h + 8) * P)
     return tower + proj, layer if gradient_checkpointing else 0.0

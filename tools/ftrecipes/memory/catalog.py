@@ -79,8 +79,14 @@ def gpu(name: str) -> GPU:
 
 @dataclass(frozen=True)
 class VisionTower:
-    """A ViT image encoder (SigLIP / CLIP) and the projector that turns one image slice into
-    `tokens_per_slice` language-model tokens, in HF vision_config vocabulary."""
+    """A ViT image encoder and the projector that turns one image slice into `tokens_per_slice`
+    language-model tokens, in HF vision_config vocabulary.
+
+    projector: resampler (MiniCPM-V), linear (Gemma-3, Llava-style), or merger (Qwen2-VL and
+    Qwen2.5-VL: every merge x merge patches are concatenated and go through a two-layer MLP).
+    The Qwen towers (transformers modeling_qwen2_vl.py / modeling_qwen2_5_vl.py) embed patches
+    with a bias-free Conv3d over `temporal_patch` frames and use rotary positions (no table);
+    Qwen2.5-VL's blocks have RMSNorms and a gated MLP with biases (gated=True)."""
 
     hidden_size: int
     intermediate_size: int
@@ -88,10 +94,13 @@ class VisionTower:
     num_attention_heads: int
     patch_size: int
     slice_size: int            # pixels per side of one slice fed to the tower
-    position_size: int         # image_size the position embedding table is built for
+    position_size: int         # image_size the position embedding table is built for (0: rotary)
     tokens_per_slice: int      # LLM tokens one slice becomes (MiniCPM-V: the resampler's queries)
     text_hidden: int
-    projector: str = "resampler"  # resampler (MiniCPM-V) | linear (Gemma-3, Llava-style)
+    projector: str = "resampler"  # resampler | linear | merger
+    merge: int = 1             # merger: patches per side folded into one token
+    temporal_patch: int = 1    # frames one patch spans (Qwen-VL: 2, images are repeated)
+    gated: bool = False        # gate/up/down MLP with RMSNorms (Qwen2.5-VL)
 
     @property
     def patches_per_slice(self) -> int:
@@ -102,9 +111,15 @@ class VisionTower:
 
     def tower_params(self) -> int:
         h, i = self.hidden_size, self.intermediate_size
-        # SigLIP encoder layer: q/k/v/out with bias, fc1/fc2 with bias, two LayerNorms (w + b)
-        layer = 4 * (h * h + h) + (h * i + i) + (i * h + h) + 4 * h
-        embed = 3 * self.patch_size ** 2 * h + h + (self.position_size // self.patch_size) ** 2 * h
+        attention = 4 * (h * h + h)  # q/k/v (or fused qkv) and the output projection, with bias
+        if self.gated:
+            layer = attention + 3 * h * i + 2 * i + h + 2 * h  # gate/up/down with bias, two RMSNorms
+        else:
+            layer = attention + (h * i + i) + (i * h + h) + 4 * h  # fc1/fc2 with bias, two LayerNorms
+        patch = 3 * self.temporal_patch * self.patch_size ** 2 * h
+        if self.projector == "merger":
+            return self.num_hidden_layers * layer + patch  # no conv bias, no position table
+        embed = patch + h + (self.position_size // self.patch_size) ** 2 * h
         return self.num_hidden_layers * layer + embed + 2 * h  # + post_layernorm
 
     def projector_params(self) -> int:
@@ -113,6 +128,10 @@ class VisionTower:
             # MiniCPM-V resampler.py: queries, kv_proj (no bias), nn.MultiheadAttention (in_proj
             # 3e*e + 3e, out_proj e*e + e), ln_q/ln_kv/ln_post (2e each) and proj (e*e)
             return self.tokens_per_slice * e + h * e + 4 * e * e + 4 * e + 6 * e + e * e
+        if self.projector == "merger":
+            m = h * self.merge ** 2
+            norm = h if self.gated else 2 * h  # ln_q: RMSNorm (2.5-VL) or LayerNorm (2-VL)
+            return norm + (m * m + m) + (m * e + e)
         return h * e + h  # norm + linear projection into the text width
 
 
@@ -306,8 +325,9 @@ def model(name_or_path: str) -> ModelShape:
         if os.path.isdir(path):
             path = os.path.join(path, "config.json")
         doc = sources.load(path, "json")
-        return with_vision(shape_from_hf_config(doc.data, name=name_or_path, doc=doc), doc.data)
-    key = name_or_path.rsplit("/", 1)[-1].lower()
+        return with_vision(shape_from_hf_config(doc.data, name=name_or_path, doc=doc), doc.data, doc)
+    # the last component of an HF id or a local folder ("qwen2-7B-Instruct/" in a LLaMA-Factory YAML)
+    key = name_or_path.strip().rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1].lower()
     key = key.replace("meta-llama-3", "llama-3").replace("minicpm-v-2.6", "minicpm-v-2_6")
     base = "-".join(w for w in key.split("-") if w not in _VARIANT_WORDS)
     for k in (key, base):
@@ -323,12 +343,6 @@ _HF_COUNTS = (("hidden_size",), ("vocab_size",), ("num_hidden_layers", "n_layer"
 _HF_OPTIONAL_COUNTS = ("intermediate_size", "num_key_value_heads", "head_dim", "max_position_embeddings")
 _HF_FLAGS = ("tie_word_embeddings", "attention_bias")
 _MAX_DIM = 2**31 - 1  # a tensor dimension
-# What with_vision reads of a VLM's image tower, when present.
-_HF_VISION_COUNTS = tuple(("vision_config", k) for k in (
-    "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "patch_size", "image_size")) + (
-    ("slice_config", "scale_resolution"), ("image_size",), ("query_num",), ("mm_tokens_per_image",))
-
-
 def _language_config(cfg):
     """(path, config) of the language model: multimodal configs (MiniCPM-V, Llava) nest it."""
     for nested in ("text_config", "llm_config"):
@@ -388,26 +402,61 @@ def shape_from_hf_config(cfg: dict, name: str = "config.json", doc=None) -> Mode
     )
 
 
-def with_vision(shape: ModelShape, cfg: dict) -> ModelShape:
-    """Attach the image tower a VLM's config.json describes (`vision_config`), if any."""
+def with_vision(shape: ModelShape, cfg: dict, doc=None) -> ModelShape:
+    """Attach the image tower a VLM's config.json describes (`vision_config`), if any. A count it
+    reads that is not a positive integer is a UserError at doc's position."""
     v = cfg.get("vision_config")
-    if not isinstance(v, dict) or "hidden_size" not in v:
+    if not isinstance(v, dict) or "hidden_size" not in v and "embed_dim" not in v:
         return shape
-    patch = int(v.get("patch_size", 14))
-    position = int(v.get("image_size", 224))
-    slice_cfg = cfg.get("slice_config") or {}
+
+    def count(path, default):
+        node = cfg
+        for k in path:
+            node = node.get(k) if isinstance(node, dict) else None
+        if node is None:
+            return default
+        if isinstance(node, bool) or not isinstance(node, int) or not 1 <= node <= _MAX_DIM:
+            line, col = doc.where(path) if doc is not None else (None, None)
+            raise UserError(f"must be an integer from 1 to {_MAX_DIM}, not {clip(repr(node))}",
+                            path=doc.path if doc is not None else shape.name, line=line, column=col,
+                            key=".".join(path))
+        return node
+
+    def vc(key, default):
+        return count(("vision_config", key), default)
+
+    patch = vc("patch_size", 14)
+    if "depth" in v:
+        return replace(shape, vision=_qwen_vl_tower(shape, v, vc, patch))
+    position = vc("image_size", 224)
     # MiniCPM-V cuts images into scale_resolution-sized slices, each resampled to query_num tokens;
     # Gemma-3 pools one image to mm_tokens_per_image; otherwise every patch becomes a token.
-    slice_size = int(slice_cfg.get("scale_resolution") or cfg.get("image_size") or position)
-    if cfg.get("query_num"):
-        tokens, projector = int(cfg["query_num"]), "resampler"
-    else:
-        tokens = int(cfg.get("mm_tokens_per_image") or (slice_size // patch) ** 2)
-        projector = "linear"
-    tower = VisionTower(int(v["hidden_size"]), int(v.get("intermediate_size", 4 * v["hidden_size"])),
-                        int(v.get("num_hidden_layers", 27)), int(v.get("num_attention_heads", 16)), patch,
-                        slice_size, position, tokens, shape.hidden_size, projector)
+    slice_size = count(("slice_config", "scale_resolution"), None) or count(("image_size",), None) or position
+    query = count(("query_num",), None)
+    tokens = query or count(("mm_tokens_per_image",), None) or (slice_size // patch) ** 2
+    h = vc("hidden_size", 1)
+    tower = VisionTower(h, vc("intermediate_size", 4 * h), vc("num_hidden_layers", 27), vc("num_attention_heads", 16),
+                        patch, slice_size, position, tokens, shape.hidden_size, "resampler" if query else "linear")
     return replace(shape, vision=tower)
+
+
+# Qwen2-VL and Qwen2.5-VL take images at their own resolution, up to the processor's max_pixels;
+# LLaMA-Factory caps them at image_max_pixels = 768 * 768 (hparams/model_args.py at ff6d4d12e), which the
+# processor rounds down to 756 x 756 (multiples of patch x merge = 28): 54 x 54 = 2,916 patches.
+QWEN_VL_IMAGE_SIDE = 756
+
+
+def _qwen_vl_tower(shape, v, vc, patch) -> VisionTower:
+    """Qwen2-VL vision_config names the tower width embed_dim (its hidden_size is the LLM's) and
+    gives mlp_ratio; Qwen2.5-VL names it hidden_size, gives intermediate_size and out_hidden_size."""
+    gated = "embed_dim" not in v
+    h = vc("hidden_size", 1280) if gated else vc("embed_dim", 1280)
+    inter = vc("intermediate_size", 3420) if gated else h * vc("mlp_ratio", 4)
+    merge = vc("spatial_merge_size", 2)
+    side = QWEN_VL_IMAGE_SIDE
+    return VisionTower(h, inter, vc("depth", 32), vc("num_heads", 16), patch, side, 0,
+                       (side // patch // merge) ** 2, vc("out_hidden_size", shape.hidden_size), "merger",
+                       merge=merge, temporal_patch=vc("temporal_patch_size", 2), gated=gated)
 
 
 @dataclass(frozen=True)

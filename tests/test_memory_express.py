@@ -345,6 +345,12 @@ def test_unknown_values_are_rejected():
     ("Llama-3.1-8B", 8.03, 2), ("Llama-3.2-1B", 1.24, 2), ("Llama-3.2-3B", 3.21, 2),
     ("Mistral-7B-v0.3", 7.25, 2), ("Gemma-3-1B", 1.0, 1), ("Gemma-3-4B", 4.3, 1), ("Gemma-3-12B", 12.2, 1),
     ("MiniCPM-V-2_6", 8.1, 1), ("Qwen3-0.6B", 0.6, 1), ("Qwen3-1.7B", 1.7, 1), ("Qwen3-4B", 4.0, 1),
+    ("Qwen3-14B", 14.8, 1), ("Qwen3-32B", 32.8, 1), ("DeepSeek-R1-Distill-Qwen-1.5B", 1.78, 2),
+    ("Qwen2.5-Math-1.5B", 1.54, 2), ("Qwen1.5-7B", 7.72, 2), ("Qwen1.5-14B", 14.2, 1), ("Qwen1.5-4B", 3.95, 2),
+    ("Qwen2-VL-7B", 8.29, 2), ("Qwen2.5-VL-7B", 8.29, 2), ("Qwen2.5-VL-3B", 3.75, 2),
+    ("Llama-2-13B", 13.0, 1), ("Llama-2-70B", 69.0, 1), ("Llama-3.1-70B", 70.6, 1), ("Mistral-Nemo-2407", 12.2, 1),
+    ("Gemma-2B", 2.51, 2), ("Gemma-7B", 8.54, 2), ("Gemma-2-2B", 2.61, 2), ("Gemma-2-9B", 9.24, 2),
+    ("Gemma-2-27B", 27.2, 1), ("Gemma-3-27B", 27.4, 1), ("TinyLlama-1.1B", 1.1, 1), ("SmolLM2-1.7B", 1.71, 2),
 ])
 def test_model_catalog_matches_published_sizes(name, published_billions, digits):
     assert round(model(name).param_count() / 1e9, digits) == published_billions
@@ -358,6 +364,12 @@ def test_model_catalog_matches_published_sizes(name, published_billions, digits)
     ("Qwen/Qwen3-8B-Base", "Qwen3-8B"), ("meta-llama/Meta-Llama-3.1-8B-Instruct", "Llama-3.1-8B"),
     # local folders as LLaMA-Factory YAMLs name them (LlamaFactory#5070: "model_name_or_path: qwen2-7B-Instruct/")
     ("qwen2-7B-Instruct/", "Qwen2-7B"), ("C:\\models\\Qwen2.5-7B-Instruct\\", "Qwen2.5-7B"),
+    # releases that keep a base model's architecture (their config.json copies, cited in catalog.py)
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "Qwen2.5-7B"), ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "Llama-3.1-8B"),
+    ("Qwen/Qwen2.5-Coder-7B-Instruct", "Qwen2.5-7B"), ("Qwen/Qwen2.5-Math-7B", "Qwen2.5-7B"), ("Qwen/QwQ-32B", "Qwen2.5-32B"),
+    ("meta-llama/Llama-3.3-70B-Instruct", "Llama-3.1-70B"), ("meta-llama/Meta-Llama-3-70B-Instruct", "Llama-3.1-70B"),
+    ("google/gemma-2-9b-it", "Gemma-2-9B"), ("mistralai/Mistral-Nemo-Instruct-2407", "Mistral-Nemo-2407"),
+    ("TinyLlama/TinyLlama-1.1B-Chat-v1.0", "TinyLlama-1.1B"), ("Qwen/Qwen1.5-7B-Chat", "Qwen1.5-7B"),
 ])
 def test_fine_tuned_releases_take_their_base_models_shape(hub_id, shape):
     got, want = model(hub_id), model(shape)
@@ -366,7 +378,8 @@ def test_fine_tuned_releases_take_their_base_models_shape(hub_id, shape):
 
 
 def test_a_name_that_only_resembles_a_catalog_model_is_unknown():
-    for hub_id in ("Qwen/Qwen2.5-Math-7B", "Qwen/Qwen3-4B-Thinking-2507-FP8", "Org/Llama-2-7b-32k"):
+    for hub_id in ("Qwen/Qwen2.5-Math-72B", "Qwen/Qwen3-4B-Thinking-2507-FP8", "Org/Llama-2-7b-32k", "01-ai/Yi-1.5-9B",
+                   "microsoft/phi-4"):
         with pytest.raises(KeyError, match="unknown model"):
             model(hub_id)
 
@@ -431,6 +444,37 @@ def test_a_vision_count_that_is_not_an_integer_names_its_key(tmp_path):
     with pytest.raises(UserError) as e:
         model(str(p))
     assert (e.value.line, e.value.key) == (2, "vision_config.embed_dim")
+
+
+def test_llamafactory_freezes_a_vlms_tower_and_projector_in_full_fine_tuning(tmp_path):
+    """LLaMA-Factory FinetuningArguments freeze_vision_tower and freeze_multi_modal_projector default
+    to true (hparams/finetuning_args.py at ff6d4d12e); get_forbidden_modules then takes them out of
+    full fine-tuning: no gradients or optimizer states for the 0.68B tower + merger."""
+    v = model("Qwen2-VL-7B").vision
+    y = tmp_path / "full.yaml"
+    y.write_text("model_name_or_path: Qwen/Qwen2-VL-7B-Instruct\nstage: sft\nfinetuning_type: full\n"
+                 "deepspeed: ds_z3.json\nbf16: true\n")
+    (tmp_path / "ds_z3.json").write_text('{"zero_optimization": {"stage": 3}}')
+    _ds, fields = read([str(y)])
+    assert fields["freeze_vision_tower"] is True and fields["freeze_projector"] is True
+    base = dict(model="Qwen2-VL-7B", zero_stage=3, gpus=8)
+    frozen = estimate(Setup(**base, freeze_vision_tower=True, freeze_projector=True))
+    trained = estimate(Setup(**base))
+    assert trained.trainable_params - frozen.trainable_params == v.tower_params() + v.projector_params()
+    assert frozen.params == trained.params  # the weights are still there
+    y.write_text(y.read_text() + "freeze_vision_tower: false\n")
+    assert read([str(y)])[1]["freeze_vision_tower"] is False
+
+
+def test_a_frozen_tower_saves_no_activations_for_backward():
+    """With the tower frozen, pixel inputs need no gradient, so autograd records nothing in it;
+    a trained projector still keeps its inputs."""
+    base = dict(model="Qwen2.5-VL-7B", zero_stage=3, gpus=2, gpu="A100-80GB", image_slices=2)
+    acts = {k: phase(estimate(Setup(**{**base, **kw})), "forward")["activations"] for k, kw in (
+        ("text", {"image_slices": 0}), ("trained", {}), ("tower", {"freeze_vision_tower": True}),
+        ("both", {"freeze_vision_tower": True, "freeze_projector": True}))}
+    assert acts["both"] == acts["text"]
+    assert acts["text"] < acts["tower"] < acts["trained"]
 
 
 def test_vision_tower_trained_next_to_lora_is_trainable_in_place():

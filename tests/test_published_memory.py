@@ -22,6 +22,7 @@ SETUP_KEYS = {
     "quantization", "master_weights", "optimizer", "loss_kernel", "modules_to_save", "fsdp_offload",
     "zero3_init", "image_slices", "deepspeed_version", "dpo_reference", "varying_lengths",
     "checkpoint_offload", "optimizer_in_backward", "adam_impl", "transformers_version", "lora_dropout", "double_quant",
+    "freeze_vision_tower", "freeze_projector",
 }
 VALUES = {
     "precision": {"bf16", "fp16", "fp32"}, "zero_stage": {0, 1, 2, 3},
@@ -31,7 +32,8 @@ VALUES = {
     "attn_implementation": {"flash_attention_2", "sdpa", "eager"},
     "optimizer": {"adamw", "adamw_8bit", "paged_adamw_8bit", "paged_adamw_32bit", "sgd", "adafactor"},
     "varying_lengths": {True, False}, "checkpoint_offload": {True, False}, "double_quant": {True, False},
-    "optimizer_in_backward": {True, False}, "adam_impl": {"foreach", "fused", "single"},
+    "optimizer_in_backward": {True, False}, "freeze_vision_tower": {True, False}, "freeze_projector": {True, False},
+    "adam_impl": {"foreach", "fused", "single"},
     "trainer": {"hf", "trl", "llamafactory", "openrlhf", "axolotl", "torchtune", "swift", "unsloth", "deepspeed"},
 }
 

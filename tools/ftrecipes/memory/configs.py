@@ -43,7 +43,8 @@ _LF_STAGE = {"sft": "sft", "pt": "sft", "rm": "sft", "dpo": "dpo", "kto": "dpo"}
 
 # Setup fields a recipe does not render but `estimate NAME --set` may change (what-if keys)
 MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "loss_kernel", "modules_to_save",
-               "framework", "fsdp_offload", "zero3_init", "image_slices", "adapter_fp32", "trainer", "load_dtype",
+               "framework", "fsdp_offload", "zero3_init", "image_slices", "freeze_vision_tower", "freeze_projector",
+               "adapter_fp32", "trainer", "load_dtype",
                "varying_lengths", "checkpoint_offload", "optimizer_in_backward", "adam_impl", "mixed_precision",
                "accelerate_version", "trl_version", "transformers_version", "loss_type", "lora_dropout")
 
@@ -195,6 +196,10 @@ def from_llamafactory(f: _File) -> dict:
         out["checkpoint_offload"] = True
     if f.get("deepspeed"):
         out["framework"] = "deepspeed"
+    # FinetuningArguments: a VLM's tower and projector stay frozen unless these say otherwise
+    # (model_utils/visual.py get_forbidden_modules; LoRA leaves them out of its targets)
+    out["freeze_vision_tower"] = f.get("freeze_vision_tower", default=True) is not False
+    out["freeze_projector"] = f.get("freeze_multi_modal_projector", default=True) is not False
     # TrainingArguments' own bf16/fp16 (default false); pure_bf16 is not one of them
     out["mixed_precision"] = _precision(f) or "no"
     return out
@@ -624,7 +629,7 @@ def parse_sets(items, allowed=MEMORY_KEYS) -> dict:
             raise UserError(f"--set {item}: '{key}' is not a memory setting; known: {', '.join(allowed)}")
         try:
             if key in ("double_quant", "master_weights", "adapter_fp32", "fsdp_offload", "zero3_init", "varying_lengths",
-                       "checkpoint_offload", "optimizer_in_backward"):
+                       "checkpoint_offload", "optimizer_in_backward", "freeze_vision_tower", "freeze_projector"):
                 out[key] = coerce(raw, "boolean")
             elif key == "image_slices":
                 out[key] = coerce(raw, "integer")

@@ -98,6 +98,10 @@ class Setup:
     fsdp_offload: bool = False         # FSDP CPU offload of parameters, gradients and optimizer
     zero3_init: bool = True            # ZeRO-3 model built under zero.Init (false: whole model per GPU first)
     image_slices: int = 0              # VLM: image slices per sample through the vision tower
+    # VLM full fine-tuning: parts left frozen (LLaMA-Factory freeze_vision_tower and
+    # freeze_multi_modal_projector, both true by default; MiniCPM-V's finetune.py trains them)
+    freeze_vision_tower: bool = False
+    freeze_projector: bool = False
     load_dtype: str = ""               # bf16 | fp16 | fp32: dtype the weights are loaded in without
                                        # DeepSpeed ("": the compute precision; TRL loads fp32)
     varying_lengths: bool = False      # steps see different sequence lengths (dynamic padding of
@@ -187,7 +191,10 @@ def _counts(s: Setup):
         trainable = shape.num_hidden_layers * lora_params_per_layer(shape, s.lora_rank, lora_targets(s.lora_target, shape.model_type))
         copied, in_place = modules_to_save_split(shape, s.modules_to_save)
         return shape, total + trainable + copied, trainable + copied + in_place
-    return shape, total, total
+    v = shape.vision
+    frozen = (v.tower_params() if v and s.freeze_vision_tower else 0) + (
+        v.projector_params() if v and s.freeze_projector else 0)
+    return shape, total, total - frozen
 
 
 @dataclass
@@ -365,6 +372,7 @@ def _buffers(c: _Plan) -> None:
                             attn_implementation=s.attn_implementation,
                             sequences_per_sample=2 if s.method == "dpo" else 1, adapter_fp32=c.adapter_fp32,
                             loss_kernel=c.loss_kernel, image_slices=s.image_slices,
+                            vision_frozen=(s.freeze_vision_tower, s.freeze_projector),
                             checkpoint_offload=s.checkpoint_offload, head_weight_bytes=_head_weight_bytes(c),
                             lora_dropout=s.lora_dropout > 0)
     else:

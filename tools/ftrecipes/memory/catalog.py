@@ -236,12 +236,17 @@ def _siglip(slice_size, position_size, tokens, text_hidden, projector):
 QWEN_VL_IMAGE_SIDE = 756
 
 
-def _qwen_vl(text_hidden, gated):
-    """The 32-block, 1280-wide Qwen-VL tower (Qwen2-VL: fc1/fc2 of 4 x 1280; Qwen2.5-VL: gated
-    MLP of 3420), merging 2 x 2 patches into one token of the LLM's width."""
+def qwen_vl_tower(width, inter, depth, heads, patch, merge, temporal, text_hidden, gated) -> VisionTower:
+    """A Qwen-VL tower taking LLaMA-Factory's default image, merge x merge patches per LLM token."""
     side = QWEN_VL_IMAGE_SIDE
-    return VisionTower(1280, 3420 if gated else 5120, 32, 16, 14, side, 0, (side // 28) ** 2, text_hidden,
-                       "merger", merge=2, temporal_patch=2, gated=gated)
+    return VisionTower(width, inter, depth, heads, patch, side, 0, (side // patch // merge) ** 2, text_hidden,
+                       "merger", merge=merge, temporal_patch=temporal, gated=gated)
+
+
+def _qwen_vl(text_hidden, gated):
+    """The 32-block, 1280-wide tower of Qwen2-VL (fc1/fc2 of 4 x 1280) and Qwen2.5-VL (gated MLP
+    of 3420), 14-pixel patches over 2 frames, 2 x 2 merged."""
+    return qwen_vl_tower(1280, 3420 if gated else 5120, 32, 16, 14, 2, 2, text_hidden, gated)
 
 
 # Sources: each model's config.json on huggingface.co (Qwen/Qwen2.5-7B, meta-llama/Meta-Llama-3-8B, ...).
@@ -418,6 +423,21 @@ _HF_COUNTS = (("hidden_size",), ("vocab_size",), ("num_hidden_layers", "n_layer"
 _HF_OPTIONAL_COUNTS = ("intermediate_size", "num_key_value_heads", "head_dim", "max_position_embeddings")
 _HF_FLAGS = ("tie_word_embeddings", "attention_bias")
 _MAX_DIM = 2**31 - 1  # a tensor dimension
+
+
+def _config_error(doc, name, path, message) -> UserError:
+    """A UserError at `path` of a config.json (doc's positions when it was read from a file)."""
+    line, col = doc.where(path) if doc is not None else (None, None)
+    return UserError(message, path=doc.path if doc is not None else name, line=line, column=col,
+                     key=".".join(path) or None)
+
+
+def _count_problem(value) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MAX_DIM:
+        return f"must be an integer from 1 to {_MAX_DIM}, not {clip(repr(value))}"
+    return None
+
+
 def _language_config(cfg):
     """(path, config) of the language model: multimodal configs (MiniCPM-V, Llava) nest it."""
     for nested in ("text_config", "llm_config"):
@@ -428,9 +448,7 @@ def _language_config(cfg):
 
 def _check_hf_config(cfg, name, doc):
     def fail(path, message):
-        line, col = doc.where(path) if doc is not None else (None, None)
-        raise UserError(message, path=doc.path if doc is not None else name, line=line, column=col,
-                        key=".".join(path) or None)
+        raise _config_error(doc, name, path, message)
 
     if not isinstance(cfg, dict):
         fail((), "a HF config.json must be a JSON object")
@@ -449,9 +467,9 @@ def _check_hf_config(cfg, name, doc):
             if names[0] not in _HF_OPTIONAL_COUNTS:
                 fail(prefix, f"missing {' or '.join(names)} (needed for the memory estimate)")
             continue
-        value = text[present[0]]
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MAX_DIM:
-            fail(prefix + (present[0],), f"must be an integer from 1 to {_MAX_DIM}, not {clip(repr(value))}")
+        problem = _count_problem(text[present[0]])
+        if problem:
+            fail(prefix + (present[0],), problem)
     for flag in _HF_FLAGS:
         if text.get(flag) is not None and not isinstance(text[flag], bool):
             fail(prefix + (flag,), f"must be true or false, not {clip(repr(text[flag]))}")
@@ -490,11 +508,9 @@ def with_vision(shape: ModelShape, cfg: dict, doc=None) -> ModelShape:
             node = node.get(k) if isinstance(node, dict) else None
         if node is None:
             return default
-        if isinstance(node, bool) or not isinstance(node, int) or not 1 <= node <= _MAX_DIM:
-            line, col = doc.where(path) if doc is not None else (None, None)
-            raise UserError(f"must be an integer from 1 to {_MAX_DIM}, not {clip(repr(node))}",
-                            path=doc.path if doc is not None else shape.name, line=line, column=col,
-                            key=".".join(path))
+        problem = _count_problem(node)
+        if problem:
+            raise _config_error(doc, shape.name, path, problem)
         return node
 
     def vc(key, default):
@@ -502,7 +518,7 @@ def with_vision(shape: ModelShape, cfg: dict, doc=None) -> ModelShape:
 
     patch = vc("patch_size", 14)
     if "depth" in v:
-        return replace(shape, vision=_qwen_vl_tower(shape, v, vc, patch))
+        return replace(shape, vision=_qwen_vl_from_config(shape, v, vc, patch))
     position = vc("image_size", 224)
     # MiniCPM-V cuts images into scale_resolution-sized slices, each resampled to query_num tokens;
     # Gemma-3 pools one image to mm_tokens_per_image; otherwise every patch becomes a token.
@@ -515,17 +531,14 @@ def with_vision(shape: ModelShape, cfg: dict, doc=None) -> ModelShape:
     return replace(shape, vision=tower)
 
 
-def _qwen_vl_tower(shape, v, vc, patch) -> VisionTower:
+def _qwen_vl_from_config(shape, v, vc, patch) -> VisionTower:
     """Qwen2-VL vision_config names the tower width embed_dim (its hidden_size is the LLM's) and
     gives mlp_ratio; Qwen2.5-VL names it hidden_size, gives intermediate_size and out_hidden_size."""
     gated = "embed_dim" not in v
     h = vc("hidden_size", 1280) if gated else vc("embed_dim", 1280)
     inter = vc("intermediate_size", 3420) if gated else h * vc("mlp_ratio", 4)
-    merge = vc("spatial_merge_size", 2)
-    side = QWEN_VL_IMAGE_SIDE
-    return VisionTower(h, inter, vc("depth", 32), vc("num_heads", 16), patch, side, 0,
-                       (side // patch // merge) ** 2, vc("out_hidden_size", shape.hidden_size), "merger",
-                       merge=merge, temporal_patch=vc("temporal_patch_size", 2), gated=gated)
+    return qwen_vl_tower(h, inter, vc("depth", 32), vc("num_heads", 16), patch, vc("spatial_merge_size", 2),
+                         vc("temporal_patch_size", 2), vc("out_hidden_size", shape.hidden_size), gated)
 
 
 @dataclass(frozen=True)

@@ -66,17 +66,7 @@ if _spec is not None and _spec.origin and os.path.dirname(os.path.abspath(_spec.
 if os.environ.get("FTRECIPES_PROBE"):
     import atexit
 
-    def _leave_process_group():
-        # Teardown hygiene for smoke runs on CPU: frameworks that end without destroying the
-        # gloo process group can abort in its threads at interpreter shutdown ("terminate
-        # called without an active exception", exit -6) after training finished - seen in CI
-        # with ZeRO-3 + offload. Destroying the group first lets those threads join. Runs after
-        # the program's own code, so it cannot hide a training failure.
-        torch = sys.modules.get("torch")
-        try:
-            if torch is not None and torch.distributed.is_available() and torch.distributed.is_initialized():
-                torch.distributed.destroy_process_group()
-        except Exception:
-            pass
+    import exit_hygiene
 
-    atexit.register(_leave_process_group)
+    # Registered here, before the program's own handlers, so it runs after them.
+    atexit.register(exit_hygiene.leave_process_group)

@@ -308,6 +308,52 @@ def test_fsdp_full_shard_divides_model_states_and_gathers_layers():
         assert phase(f, "forward")["temporaries"] > 2 * 2 * layer  # two bf16 units in flight
 
 
+def test_fsdp_accumulation_keeps_unsharded_gradients_between_micro_batches():
+    """grad_accum > 1 under FSDP: the Trainer's no_sync micro batches keep each rank's whole
+    unsharded gradient (test_smoke_llama8b_full_h100x8 counts it in torch's FSDP1 and FSDP2):
+    every trainable parameter in full fine-tuning; under FSDP1 LoRA every decoder-layer unit,
+    frozen base weights included. Not with accelerate's sync_each_batch, not in torchtune's
+    recipes (they reduce-scatter every micro batch), and not with one micro batch a step."""
+    shape = model("Llama-3-8B")
+    total = shape.param_count()
+    base = dict(model="Llama-3-8B", gpus=8, gpu="H100", mixed_precision="no", seq_len=1024)
+    for fw in ("fsdp", "fsdp2"):
+        one = estimate(Setup(framework=fw, **base))
+        acc = estimate(Setup(framework=fw, grad_accum=4, **base))
+        assert phase(one, "backward")["grads"] <= 2 * total / 8 * 1.01
+        assert phase(acc, "backward")["grads"] == pytest.approx(2 * total, rel=1e-9)
+        assert phase(acc, "forward")["grads"] == pytest.approx(2 * total, rel=1e-9)
+        assert phase(acc, "step")["grads"] == phase(one, "step")["grads"]  # sharded by then
+        for other in (dict(sync_each_batch=True), dict(trainer="torchtune")):
+            r = estimate(Setup(framework=fw, grad_accum=4, **base, **other))
+            assert phase(r, "backward")["grads"] == phase(one, "backward")["grads"], other
+    lora = dict(base, lora_rank=8, lora_target="q_proj,v_proj", grad_accum=4)
+    adapters = shape.num_hidden_layers * 8 * (2 * shape.hidden_size + shape.num_key_value_heads * shape.head_dim
+                                               + shape.hidden_size)
+    units = shape.num_hidden_layers * shape.layer_params()
+    r1 = estimate(Setup(framework="fsdp", **lora))
+    assert phase(r1, "backward")["grads"] == pytest.approx(2 * (units + adapters), rel=1e-9)
+    r2 = estimate(Setup(framework="fsdp2", **lora))
+    assert phase(r2, "backward")["grads"] == pytest.approx(2 * adapters, rel=1e-9)
+
+
+def test_trainer_files_give_the_accumulation_and_sync_each_batch(tmp_path):
+    """gradient_accumulation_steps of a LLaMA-Factory / TRL file, and TrainingArguments'
+    accelerator_config.gradient_accumulation_kwargs.sync_each_batch when written inline."""
+    p = tmp_path / "sft.yaml"
+    head = "model_name_or_path: Qwen/Qwen2.5-7B\noutput_dir: o\nbf16: true\n"
+    p.write_text(head + "gradient_accumulation_steps: 8\n")
+    got = read([str(p)])[1]
+    assert got["grad_accum"] == 8 and "sync_each_batch" not in got
+    p.write_text(head + "accelerator_config:\n  gradient_accumulation_kwargs:\n    sync_each_batch: true\n")
+    got = read([str(p)])[1]
+    assert got["grad_accum"] == 1 and got["sync_each_batch"] is True
+    p.write_text(head + "accelerator_config:\n  gradient_accumulation_kwargs:\n    sync_each_batch: maybe\n")
+    with pytest.raises(UserError) as e:
+        read([str(p)])
+    assert "accelerator_config" in str(e.value) and "sync_each_batch" in str(e.value)
+
+
 def test_fsdp_cpu_offload_moves_model_states_to_the_host():
     on = estimate(Setup(model="Llama-3-8B", framework="fsdp", gpus=8, gpu="H100", fsdp_offload=True))
     off = estimate(Setup(model="Llama-3-8B", framework="fsdp", gpus=8, gpu="H100"))

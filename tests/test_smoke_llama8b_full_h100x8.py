@@ -108,3 +108,33 @@ def test_fsdp2_gathers_each_layer_once_in_backward(tmp_path):
         # forward: every layer plus the root's embeddings/head; backward: every layer once (the
         # root stays gathered after forward)
         assert counts["forward"] == counts["layers"] + 1 and counts["backward"] == counts["layers"], runs
+
+
+def test_fsdp_keeps_unsharded_gradients_between_micro_batches(tmp_path):
+    """What memory.model_states.fsdp_accumulated_grads assumes (this recipe accumulates 2 micro
+    batches): without gradient sync - what the transformers Trainer asks of accelerate for every
+    micro batch but the last (accelerate's no_sync: FSDP2 set_requires_gradient_sync(False), FSDP1
+    no_sync) - each rank keeps the whole unsharded gradient: every parameter under FSDP2 full
+    fine-tuning, and under FSDP1 the whole flat parameter of every unit holding a trainable
+    weight, frozen weights included; with sync each rank keeps its shard only. Counted in
+    torch 2.13's FSDP internals on a tiny Llama (tests/frameworks/fsdp_accum_grads.py)."""
+    import json
+    import subprocess
+
+    from ftrecipes import devenv
+    from smoke_harness import FRAMEWORKS
+
+    python = devenv.ensure_env("trl")
+    argv = [str(python), "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
+            str(FRAMEWORKS / "fsdp_accum_grads.py")]
+    proc = subprocess.run(argv, cwd=tmp_path, env=devenv.run_env("trl"), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = {r["mode"]: r for r in map(json.loads, [x for x in proc.stdout.splitlines() if x.startswith("{")])}
+    assert set(runs) == {"fsdp2-full", "fsdp1-full", "fsdp1-partly-frozen"}, runs
+    for mode in ("fsdp2-full", "fsdp1-full"):
+        r = runs[mode]
+        assert r["nosync"] == r["total"] and r["sync"] == r["total"] // 2, r
+    r = runs["fsdp1-partly-frozen"]
+    # the three decoder-layer units hold the trainable weights; the root unit (embeddings, head) none
+    assert r["trainable"] < r["layers"] * r["layer"], r
+    assert r["nosync"] == r["layers"] * r["layer"] and r["sync"] == r["nosync"] // 2, r

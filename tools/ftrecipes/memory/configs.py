@@ -44,7 +44,7 @@ _LF_STAGE = {"sft": "sft", "pt": "sft", "rm": "sft", "dpo": "dpo", "kto": "dpo"}
 # Setup fields a recipe does not render but `estimate NAME --set` may change (what-if keys)
 MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "loss_kernel", "modules_to_save",
                "framework", "fsdp_offload", "zero3_init", "image_slices", "freeze_vision_tower", "freeze_projector",
-               "adapter_fp32", "trainer", "load_dtype",
+               "adapter_fp32", "trainer", "load_dtype", "sync_each_batch",
                "varying_lengths", "checkpoint_offload", "optimizer_in_backward", "adam_impl", "mixed_precision",
                "accelerate_version", "trl_version", "transformers_version", "loss_type", "lora_dropout")
 
@@ -147,6 +147,19 @@ def _model(f: _File, *keys):
     return name
 
 
+def _sync_each_batch(f: _File):
+    """TrainingArguments.accelerator_config given as a mapping (a JSON file it names is not
+    followed): gradient_accumulation_kwargs.sync_each_batch, else unset."""
+    config = f.get("accelerator_config")
+    kwargs = config.get("gradient_accumulation_kwargs") if isinstance(config, dict) else None
+    if not isinstance(kwargs, dict) or kwargs.get("sync_each_batch") is None:
+        return None
+    if not isinstance(kwargs["sync_each_batch"], bool):
+        raise f.error("accelerator_config", "gradient_accumulation_kwargs.sync_each_batch "
+                      f"{kwargs['sync_each_batch']!r}: expected true or false")
+    return kwargs["sync_each_batch"]
+
+
 def _split(v):
     if v is None:
         return []
@@ -169,6 +182,8 @@ def from_llamafactory(f: _File) -> dict:
            "modules_to_save": _split(f.get("additional_target")),
            "seq_len": f.int("cutoff_len", default=2048, minimum=1),
            "micro_batch": f.int("per_device_train_batch_size", default=8, minimum=1),  # transformers' default
+           "grad_accum": f.int("gradient_accumulation_steps", default=1, minimum=1),
+           "sync_each_batch": _sync_each_batch(f),
            # LLaMA-Factory checkpoints by default (disable_gradient_checkpointing: false)
            "gradient_checkpointing": not f.get("disable_gradient_checkpointing", default=False),
            "attn_implementation": _LF_ATTN.get(str(f.get("flash_attn", default="auto")), "sdpa"),
@@ -234,6 +249,7 @@ def _trl_fields(f: _File, method: str, seq: int) -> dict:
     version = f.versions.get("trl", "")
     out = {"trainer": "trl", "method": method, "trl_version": version or None, "framework": "deepspeed" if f.get("deepspeed") else "ddp",
            "seq_len": seq, "micro_batch": f.int("per_device_train_batch_size", default=8, minimum=1),
+           "grad_accum": f.int("gradient_accumulation_steps", default=1, minimum=1), "sync_each_batch": _sync_each_batch(f),
            # transformers 5.23 renamed gradient_checkpointing to activation_checkpointing (old name an alias)
            "gradient_checkpointing": bool(f.get("activation_checkpointing", "gradient_checkpointing", default=True)),
            "precision": _precision(f), "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f, "model_name_or_path"),
@@ -300,6 +316,7 @@ def from_axolotl(f: _File) -> dict:
     out = {"trainer": "trl" if rl else "axolotl", "method": _AXOLOTL_RL.get(str(rl), "sft"), "framework": "ddp",
            "model": _model(f, "base_model"), "seq_len": f.int("sequence_len", default=512, minimum=1),
            "micro_batch": f.int("micro_batch_size", default=1, minimum=1),
+           "grad_accum": f.int("gradient_accumulation_steps", default=1, minimum=1),
            "optimizer": _optimizer(f, "optimizer"), "adam_impl": _adam_impl(f, "optimizer")}
     ckpt = f.get("gradient_checkpointing", default=False)
     out["gradient_checkpointing"] = bool(ckpt)
@@ -450,6 +467,7 @@ def from_launch(cfg) -> dict:
         procs, nodes = f.int("nproc_per_node", "num_gpus", "num_processes", minimum=1), f.int("nnodes", "num_machines", minimum=1)
         lora = _true(f.get("use_lora", default=False))
         out.update({"micro_batch": f.int("per_device_train_batch_size", minimum=1), "seq_len": f.int("model_max_length", minimum=1),
+                    "grad_accum": f.int("gradient_accumulation_steps", minimum=1),
                     "gradient_checkpointing": _true(f.get("gradient_checkpointing")) if "gradient_checkpointing" in f.data else None,
                     "precision": "bf16" if _true(f.get("bf16")) else ("fp16" if _true(f.get("fp16")) else None),
                     "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f, "model_name_or_path"),
@@ -629,7 +647,8 @@ def parse_sets(items, allowed=MEMORY_KEYS) -> dict:
             raise UserError(f"--set {item}: '{key}' is not a memory setting; known: {', '.join(allowed)}")
         try:
             if key in ("double_quant", "master_weights", "adapter_fp32", "fsdp_offload", "zero3_init", "varying_lengths",
-                       "checkpoint_offload", "optimizer_in_backward", "freeze_vision_tower", "freeze_projector"):
+                       "checkpoint_offload", "optimizer_in_backward", "freeze_vision_tower", "freeze_projector",
+                       "sync_each_batch"):
                 out[key] = coerce(raw, "boolean")
             elif key == "image_slices":
                 out[key] = coerce(raw, "integer")

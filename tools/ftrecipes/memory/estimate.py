@@ -16,7 +16,8 @@ from . import trl_head
 from .deepspeed_transients import Transients, resolve, transients
 from .host import GiB, host_bytes
 from .model_states import (accelerate_native_amp, adapters_in_fp32, check_expressed, expressed_states,
-                           expressed_transients, rope_table_bytes, uses_master_weights, zero_paper_model_states)
+                           expressed_transients, fsdp_accumulated_grads, rope_table_bytes, uses_master_weights,
+                           zero_paper_model_states)
 
 PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 TIGHT_HEADROOM = 0.10
@@ -58,6 +59,8 @@ class Setup:
     seq_len: int = 2048
     micro_batch: int = 1
     grad_accum: int = 1                # micro batches per optimizer step
+    sync_each_batch: bool = False      # accelerate's GradientAccumulationPlugin(sync_each_batch=True):
+                                       # FSDP reduce-scatters every micro batch instead of no_sync
     precision: str = "bf16"
     zero_stage: int = 0
     offload_optimizer: str = "none"
@@ -227,6 +230,7 @@ class _Plan:
     xt: dict = field(default_factory=dict)  # temporaries of the non-DeepSpeed settings, by phase
     loss_kernel: str = "none"  # the LM-head / loss path the trainer really runs (trl_head.loss_path)
     setup_cache: float = 0.0   # freed in setup but kept reserved by the allocator (_setup_transient)
+    accum_grads: float = 0.0   # FSDP's unsharded gradients between micro batches (fsdp_accumulated_grads)
     output_copy: float = 0.0   # accelerate's fp32 copy of the returned logits (_forward_extra)
 
     def phase(self, name, **cats) -> Phase:
@@ -396,6 +400,7 @@ def _buffers(c: _Plan) -> None:
     else:
         c.tr = Transients()
     c.xt = expressed_transients(s, shape, c.total, c.trainable, c.n, c.p, c.pt, c.ms, c.largest_tensor)
+    c.accum_grads = fsdp_accumulated_grads(s, shape, c.total, c.trainable, c.n, c.p)
 
 
 def _head_weight_bytes(c: _Plan) -> int:
@@ -473,7 +478,8 @@ def _forward_extra(c: _Plan) -> float:
 
 def _forward(c: _Plan) -> Phase:
     saved = c.act.saved if c.act else 0.0
-    return c.phase("forward", master=c.ms.master, activations=saved,
+    # from the second micro batch of a step on, FSDP's accumulated unsharded gradients are held
+    return c.phase("forward", master=c.ms.master, activations=saved, grads=c.accum_grads,
                    temporaries=_forward_extra(c) + c.tr.gathered_params + c.tr.offload_staging + c.xt["forward"])
 
 
@@ -503,10 +509,12 @@ def _backward(c: _Plan) -> Phase:
     ]
     # a gradient buffer allocated up front (ZeRO-3) is full all through backward, so the start of
     # backward, with every saved activation, is then its peak
-    floor = c.resident.get("grads", 0.0)
+    # so are FSDP's accumulated unsharded gradients (the sync micro batch turns them into shards
+    # unit by unit)
+    floor = max(c.resident.get("grads", 0.0), c.accum_grads)
     best = max(cands, key=lambda cand: cand[0] + cand[1] + max(cand[2], floor))
     return c.phase("backward", master=c.ms.master, activations=best[0], temporaries=best[1] + buffers,
-                   grads=best[2])
+                   grads=max(best[2], c.accum_grads))
 
 
 def _head_grad(c: _Plan) -> float:

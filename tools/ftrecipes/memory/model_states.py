@@ -449,6 +449,37 @@ def expressed_states(s, shape, total: int, trainable: int, n: int, stage: int, p
                                 frozen_grad_bytes=frozen_grads)
 
 
+def fsdp_accumulated_grads(s, shape, total: int, trainable: int, n: int, p: int) -> float:
+    """GPU bytes of the unsharded gradients FSDP keeps between the micro batches of one optimizer
+    step (0 when it reduce-scatters every micro batch). With grad_accum > 1 the transformers
+    Trainer runs every micro batch but the last under accelerate's no_sync (trainer.py
+    _inner_training_loop; not with accelerate's sync_each_batch), as Lightning Fabric's
+    no_backward_sync does:
+    - FSDP1, FullyShardedDataParallel.no_sync: "FSDP will accumulate the full model gradients
+      (instead of gradient shards) until the eventual sync" (torch's docs): the unsharded gradient
+      of every FlatParameter that requires grad, in the compute dtype, frozen weights included
+      where a unit mixes them with LoRA adapters;
+    - FSDP2, set_requires_gradient_sync(False): FSDPParamGroup.post_backward skips the
+      reduce-scatter and each trainable parameter keeps its unsharded gradient
+      (_fully_shard/_fsdp_param.py, read in torch 2.13); accelerate's policy reduces in the
+      compute dtype, so that is the gradient's dtype too.
+    torchtune's distributed recipes reduce-scatter every micro batch (no no_sync)."""
+    if s.framework not in ("fsdp", "fsdp2") or s.grad_accum <= 1 or n <= 1 or s.sync_each_batch:
+        return 0.0
+    if s.trainer == "torchtune":
+        return 0.0
+    if s.framework == "fsdp2" or shape is None:
+        return p * trainable
+    if not s.lora_rank:
+        return p * total
+    # LoRA under FSDP1: each decoder layer is a unit holding adapters; the root unit (embeddings,
+    # LM head) requires grad only when modules_to_save trains one of them
+    units = shape.num_hidden_layers * shape.layer_params() + trainable
+    if s.modules_to_save:
+        units += shape.vocab_size * shape.hidden_size * (1 if shape.tie_word_embeddings else 2)
+    return p * units
+
+
 def adam_step_temporaries(s, pt: int, trainable: float, largest_tensor: int) -> float:
     """Bytes torch's AdamW allocates during its update, outside DeepSpeed (whose FusedAdam / CPU
     Adam update in place). s: a Setup; pt: bytes of a trainable parameter (= of its states).
@@ -487,6 +518,8 @@ def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, p
         # the unit's unsharded gradient (reduce-scatter input): the whole flat parameter under
         # FSDP1, only trainable parameters under FSDP2
         unit_grad = unit if not s.lora_rank or s.framework == "fsdp" else trainable / shape.num_hidden_layers
+        if fsdp_accumulated_grads(s, shape, total, trainable, n, p):
+            unit_grad = 0  # it is part of the accumulated unsharded gradients (the grads state)
         t["backward"] += gathered + p * unit_grad
         # FSDP1 (FlatParameter per unit) and FSDP2 (per-parameter DTensor shards) differ here only
         # by FSDP1's padding of each flat parameter to a multiple of the world size (< n elements)

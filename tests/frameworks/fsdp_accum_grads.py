@@ -1,0 +1,117 @@
+"""Count the gradient elements FSDP holds after one micro batch, with and without gradient sync.
+
+Run under torchrun (2 processes, gloo, CPU): a tiny Llama, one FSDP unit per decoder layer plus
+the root (as accelerate's TRANSFORMER_BASED_WRAP does). For each wrapper - FSDP2 (fully_shard)
+in full fine-tuning, FSDP1 (FullyShardedDataParallel, use_orig_params=True) in full fine-tuning
+and with only some weights trainable, as LoRA leaves them - one backward runs without gradient
+sync (what the transformers Trainer does for every micro batch but the last: accelerate's no_sync
+-> FSDP1 no_sync / FSDP2 set_requires_gradient_sync(False)) and one with it, and rank 0 prints
+the gradient elements each rank then holds, next to the model's parameter counts.
+"""
+
+import contextlib
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from transformers import LlamaConfig, LlamaForCausalLM
+
+
+def model():
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=256)
+    return LlamaForCausalLM(cfg)
+
+
+def fsdp2_held(m):
+    from torch.distributed.fsdp import FSDPModule
+
+    held = 0
+    for mod in m.modules():
+        group = mod._get_fsdp_state()._fsdp_param_group if isinstance(mod, FSDPModule) else None
+        for fp in group.fsdp_params if group else ():
+            grad = fp.unsharded_accumulated_grad
+            if grad is None and hasattr(fp, "_unsharded_param"):
+                grad = fp._unsharded_param.grad
+            held += grad.numel() if grad is not None else 0
+            if fp.sharded_param.grad is not None:
+                held += fp.sharded_param.grad.to_local().numel()
+    return held
+
+
+def fsdp1_held(m):
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    held = 0
+    for mod in m.modules():
+        handle = mod._handle if isinstance(mod, FSDP) else None
+        if handle is not None and handle.flat_param.grad is not None:
+            held += handle.flat_param.grad.numel()
+        if handle is not None and getattr(handle.flat_param, "_saved_grad_shard", None) is not None:
+            held += handle.flat_param._saved_grad_shard.numel()
+    return held
+
+
+def wrap(kind, frozen):
+    m = model()
+    total = sum(p.numel() for p in m.parameters())
+    if frozen:
+        # only the attention's q/v projections train, as LoRA's targets would
+        for name, p in m.named_parameters():
+            p.requires_grad_(name.endswith(("q_proj.weight", "v_proj.weight")))
+    trainable = sum(p.numel() for p in m.parameters() if p.requires_grad)
+    layer = sum(p.numel() for p in m.model.layers[0].parameters())
+    if kind == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+
+        for block in m.model.layers:
+            fully_shard(block)
+        fully_shard(m)
+        return m, total, trainable, layer, fsdp2_held, lambda: _fsdp2_nosync(m)
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    w = FSDP(m, auto_wrap_policy=ModuleWrapPolicy({LlamaDecoderLayer}), use_orig_params=True,
+             device_id=torch.device("cpu"))
+    return w, total, trainable, layer, fsdp1_held, w.no_sync
+
+
+@contextlib.contextmanager
+def _fsdp2_nosync(m):
+    m.set_requires_gradient_sync(False)
+    try:
+        yield
+    finally:
+        m.set_requires_gradient_sync(True)
+
+
+def run(kind, frozen):
+    out = {"mode": kind + ("-partly-frozen" if frozen else "-full")}
+    for sync in (False, True):
+        m, total, trainable, layer, held, nosync = wrap(kind, frozen)
+        ids = torch.randint(0, 256, (2, 16))
+        with (contextlib.nullcontext() if sync else nosync()):
+            m(input_ids=ids, labels=ids).loss.backward()
+        out["sync" if sync else "nosync"] = held(m)
+        out.update(total=total, trainable=trainable, layer=layer, layers=3)
+    return out
+
+
+def main():
+    dist.init_process_group("gloo")
+    for kind, frozen in (("fsdp2", False), ("fsdp1", False), ("fsdp1", True)):
+        r = run(kind, frozen)
+        if dist.get_rank() == 0:
+            print(json.dumps(r), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
+    # skip the interpreter's teardown once the counts are printed (see exit_hygiene.py)
+    sys.stdout.flush()
+    os._exit(0)

@@ -454,7 +454,7 @@ def fsdp_accumulated_grads(s, shape, total: int, trainable: int, n: int, p: int)
     step (0 when it reduce-scatters every micro batch). With grad_accum > 1 the transformers
     Trainer runs every micro batch but the last under accelerate's no_sync (trainer.py
     _inner_training_loop; not with accelerate's sync_each_batch), as Lightning Fabric's
-    no_backward_sync does:
+    no_backward_sync does (fabric/strategies/fsdp.py _FSDPBackwardSyncControl, read in 2.1.0):
     - FSDP1, FullyShardedDataParallel.no_sync: "FSDP will accumulate the full model gradients
       (instead of gradient shards) until the eventual sync" (torch's docs): the unsharded gradient
       of every FlatParameter that requires grad, in the compute dtype, frozen weights included

@@ -337,6 +337,36 @@ def test_fsdp_accumulation_keeps_unsharded_gradients_between_micro_batches():
     assert phase(r2, "backward")["grads"] == pytest.approx(2 * adapters, rel=1e-9)
 
 
+def test_the_micro_batch_remedy_estimates_the_accumulation_it_asks_for():
+    """'micro_batch 4 -> 1' keeps the batch only with 4x the accumulation; under FSDP that costs
+    the unsharded gradients, so the remedy is estimated with it (and says so)."""
+    from dataclasses import replace
+
+    from ftrecipes.memory.remedies import remedies
+
+    s = Setup(model="Llama-3-8B", framework="fsdp2", gpus=8, gpu="A100-40GB", mixed_precision="no",
+              micro_batch=4, seq_len=4096)
+    r = estimate(s)
+    change = "micro_batch 4 -> 1, grad_accum 1 -> 4 (same batch)"
+    [m] = [m for m in remedies(s, r.gpu_peak_bytes) if m["change"] == change]
+    assert m["gpu_peak_bytes"] == estimate(replace(s, micro_batch=1, grad_accum=4)).gpu_peak_bytes
+    assert m["gpu_peak_bytes"] > estimate(replace(s, micro_batch=1)).gpu_peak_bytes
+
+
+def test_grad_accum_flag_and_recipe_mode_refusing_setup_flags(run_cli):
+    """--grad-accum reaches the estimate; a recipe's setup comes from its values, so a setup flag
+    next to a recipe name is refused (exit 2, one line) instead of being silently dropped."""
+    args = ["estimate", "--model", "Llama-3-8B", "--gpus", "8", "--gpu", "H100", "--set", "framework=fsdp2",
+            "--set", "mixed_precision=no", "--json"]
+    code, one, _ = run_cli(*args)
+    code4, four, _ = run_cli(*args, "--grad-accum", "4")
+    assert code == code4 == 0
+    assert json.loads(four)["gpu_allocated_bytes"] > json.loads(one)["gpu_allocated_bytes"] + 10 * GiB
+    code, out, err = run_cli("estimate", "llama8b-full-h100x8", "--micro-batch", "2", "--gpu", "H100")
+    assert code == 2 and out == "" and "--gpu, --micro-batch" in err and "--set" in err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_trainer_files_give_the_accumulation_and_sync_each_batch(tmp_path):
     """gradient_accumulation_steps of a LLaMA-Factory / TRL file, and TrainingArguments'
     accelerator_config.gradient_accumulation_kwargs.sync_each_batch when written inline."""

@@ -76,6 +76,7 @@ def _add_estimate(sp):
     p.add_argument("--gpus-per-node", type=count(1))
     p.add_argument("--seq-len", type=count(1))
     p.add_argument("--micro-batch", type=count(1))
+    p.add_argument("--grad-accum", type=count(1), help="micro batches per optimizer step")
     p.add_argument("--gradient-checkpointing", action="store_true")
     p.add_argument("--lora-rank", type=count(0))
     p.add_argument("--lora-target", type=lora_target)
@@ -128,7 +129,7 @@ def setup_from_args(a) -> tuple[Setup, list[str]]:
     bf16_auto = from_files.pop("_bf16_auto", False)
     over = dict(model=a.model, params=int(a.params) if a.params else None, gpu=a.gpu, gpus=a.gpus,
                 gpus_per_node=a.gpus_per_node, seq_len=a.seq_len, micro_batch=a.micro_batch,
-                lora_rank=a.lora_rank, lora_target=a.lora_target, method=a.method,
+                grad_accum=a.grad_accum, lora_rank=a.lora_rank, lora_target=a.lora_target, method=a.method,
                 attn_implementation=a.attn_implementation, zero_stage=a.zero_stage, precision=a.precision,
                 offload_optimizer=a.offload_optimizer, offload_param=a.offload_param,
                 vllm_mode=a.vllm_mode, vllm_gpus=a.vllm_gpus,

@@ -30,8 +30,11 @@ def _candidates(s: Setup):
         c.append((0, "accelerate >= 1.14 (casts trainable parameters only; LLaMA-Factory 0.9.5 allows <= 1.11)",
                   replace(s, accelerate_version="1.14.0")))
     if s.micro_batch > 1:
-        c.append((1, f"micro_batch {s.micro_batch} -> 1 (raise grad_accum x{s.micro_batch} to keep the batch)",
-                  replace(s, micro_batch=1)))
+        # the accumulation is part of the remedy: under FSDP more micro batches per step cost
+        # memory of their own (fsdp_accumulated_grads)
+        accum = s.grad_accum * s.micro_batch
+        c.append((1, f"micro_batch {s.micro_batch} -> 1, grad_accum {s.grad_accum} -> {accum} (same batch)",
+                  replace(s, micro_batch=1, grad_accum=accum)))
     if not s.gradient_checkpointing:
         c.append((2, "enable gradient_checkpointing", replace(s, gradient_checkpointing=True)))
     if s.framework == "deepspeed":

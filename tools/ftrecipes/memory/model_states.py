@@ -463,7 +463,9 @@ def fsdp_accumulated_grads(s, shape, total: int, trainable: int, n: int, p: int)
       reduce-scatter and each trainable parameter keeps its unsharded gradient
       (_fully_shard/_fsdp_param.py, read in torch 2.13); accelerate's policy reduces in the
       compute dtype, so that is the gradient's dtype too.
-    torchtune's distributed recipes reduce-scatter every micro batch (no no_sync)."""
+    torchtune's distributed recipes reduce-scatter every micro batch (no no_sync). accelerate's
+    docs warn of this cost and name sync_each_batch as the way out (concept_guides/
+    gradient_synchronization.md, accelerate#2531)."""
     if s.framework not in ("fsdp", "fsdp2") or s.grad_accum <= 1 or n <= 1 or s.sync_each_batch:
         return 0.0
     if s.trainer == "torchtune":

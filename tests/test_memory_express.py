@@ -365,6 +365,19 @@ def test_grad_accum_flag_and_recipe_mode_refusing_setup_flags(run_cli):
     code, out, err = run_cli("estimate", "llama8b-full-h100x8", "--micro-batch", "2", "--gpu", "H100")
     assert code == 2 and out == "" and "--gpu, --micro-batch" in err and "--set" in err
     assert len(err.strip().splitlines()) == 1
+    # every option of the parser is either a setup option (refused with a recipe) or one recipe
+    # mode reads; the flags above are among the setup options
+    import argparse
+
+    from ftrecipes.memory import cli as memory_cli
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    memory_cli.register(sub)
+    parser = sub.choices["estimate"]
+    options = memory_cli.setup_options(parser)
+    assert {"gpu", "micro_batch", "grad_accum", "config", "model"} <= set(options)
+    assert not set(options) & memory_cli.NOT_SETUP_OPTIONS
+    assert set(options) | memory_cli.NOT_SETUP_OPTIONS == {a.dest for a in parser._actions}
 
 
 def test_trainer_files_give_the_accumulation_and_sync_each_batch(tmp_path):

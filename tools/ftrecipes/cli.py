@@ -241,13 +241,6 @@ def _register_optional(sub):
     sub.choices["estimate"].set_defaults(func=_cmd_estimate)
 
 
-# estimate's setup flags (memory/cli.py add_arguments), which only the --model/--config mode reads
-_SETUP_FLAGS = ("model", "params", "config", "gpu", "gpus", "gpus_per_node", "seq_len", "micro_batch", "grad_accum",
-                "gradient_checkpointing", "lora_rank", "lora_target", "method", "attn_implementation", "zero_stage",
-                "precision", "offload_optimizer", "offload_param", "vllm_mode", "vllm_gpus",
-                "vllm_gpu_memory_utilization", "host_ram_gb", "model_states_only")
-
-
 def _cmd_estimate(args):
     """Recipe mode here (resolve the recipe, its values and ds.json); config mode in memory.cli."""
     from .memory import cli as memory_cli
@@ -255,7 +248,8 @@ def _cmd_estimate(args):
     if not args.recipe:
         return memory_cli.main(args)
     # a recipe's setup comes from its values; a flag that would be silently dropped is an error
-    given = [f"--{k.replace('_', '-')}" for k in _SETUP_FLAGS if getattr(args, k, None) not in (None, False, 0, [])]
+    given = [f"--{k.replace('_', '-')}" for k in memory_cli.setup_options(args.estimate_parser)
+             if getattr(args, k, None) not in (None, False, 0, [])]
     if given:
         raise UserError(f"estimate {args.recipe}: {', '.join(given)} describe a setup without a recipe and "
                         "cannot be combined with one; change a recipe with --set KEY=VALUE (its values, e.g. "

@@ -57,6 +57,16 @@ def lora_target(text):
     return text
 
 
+# estimate's options that are not a setup: recipe mode accepts these, and refuses every other
+# option as a setup of one's own next to a recipe (tests check the split covers the parser)
+NOT_SETUP_OPTIONS = frozenset({"help", "recipe", "set", "framework_version", "json", "svg"})
+
+
+def setup_options(parser) -> list[str]:
+    """Destinations of the estimate parser's setup options."""
+    return [a.dest for a in parser._actions if a.dest not in NOT_SETUP_OPTIONS]
+
+
 def _add_estimate(sp):
     p = sp.add_parser("estimate", help="will this config fit on my GPUs, and what is the cheapest fix?",
                       description="Estimate per-GPU and host memory by phase and category.")
@@ -96,7 +106,7 @@ def _add_estimate(sp):
                    help="per-GPU model states as the ZeRO paper counts them (2Ψ+2Ψ+12Ψ by stage)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--svg", metavar="FILE", help="write a memory breakdown chart")
-    p.set_defaults(func=main, memory_command="estimate")
+    p.set_defaults(func=main, memory_command="estimate", estimate_parser=p)
     return p
 
 

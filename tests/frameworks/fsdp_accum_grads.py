@@ -64,20 +64,21 @@ def wrap(kind, frozen):
             p.requires_grad_(name.endswith(("q_proj.weight", "v_proj.weight")))
     trainable = sum(p.numel() for p in m.parameters() if p.requires_grad)
     layer = sum(p.numel() for p in m.model.layers[0].parameters())
+    counts = dict(total=total, trainable=trainable, layer=layer, layers=len(m.model.layers))
     if kind == "fsdp2":
         from torch.distributed.fsdp import fully_shard
 
         for block in m.model.layers:
             fully_shard(block)
         fully_shard(m)
-        return m, total, trainable, layer, fsdp2_held, lambda: _fsdp2_nosync(m)
+        return m, counts, fsdp2_held, lambda: _fsdp2_nosync(m)
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from torch.distributed.fsdp.wrap import ModuleWrapPolicy
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
     w = FSDP(m, auto_wrap_policy=ModuleWrapPolicy({LlamaDecoderLayer}), use_orig_params=True,
              device_id=torch.device("cpu"))
-    return w, total, trainable, layer, fsdp1_held, w.no_sync
+    return w, counts, fsdp1_held, w.no_sync
 
 
 @contextlib.contextmanager
@@ -92,12 +93,12 @@ def _fsdp2_nosync(m):
 def run(kind, frozen):
     out = {"mode": kind + ("-partly-frozen" if frozen else "-full")}
     for sync in (False, True):
-        m, total, trainable, layer, held, nosync = wrap(kind, frozen)
+        m, counts, held, nosync = wrap(kind, frozen)
         ids = torch.randint(0, 256, (2, 16))
         with (contextlib.nullcontext() if sync else nosync()):
             m(input_ids=ids, labels=ids).loss.backward()
         out["sync" if sync else "nosync"] = held(m)
-        out.update(total=total, trainable=trainable, layer=layer, layers=3)
+        out.update(counts)
     return out
 
 

@@ -399,8 +399,9 @@ def _buffers(c: _Plan) -> None:
                           offload_optimizer=c.off_opt, adam_impl=s.adam_impl if s.optimizer == "adamw" else "fused")
     else:
         c.tr = Transients()
-    c.xt = expressed_transients(s, shape, c.total, c.trainable, c.n, c.p, c.pt, c.ms, c.largest_tensor)
     c.accum_grads = fsdp_accumulated_grads(s, shape, c.total, c.trainable, c.n, c.p)
+    c.xt = expressed_transients(s, shape, c.total, c.trainable, c.n, c.p, c.pt, c.ms, c.largest_tensor,
+                                accum_grads=c.accum_grads)
 
 
 def _head_weight_bytes(c: _Plan) -> int:

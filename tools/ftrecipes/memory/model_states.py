@@ -466,9 +466,8 @@ def fsdp_accumulated_grads(s, shape, total: int, trainable: int, n: int, p: int)
     torchtune's distributed recipes reduce-scatter every micro batch (no no_sync). accelerate's
     docs warn of this cost and name sync_each_batch as the way out (concept_guides/
     gradient_synchronization.md, accelerate#2531)."""
-    if s.framework not in ("fsdp", "fsdp2") or s.grad_accum <= 1 or n <= 1 or s.sync_each_batch:
-        return 0.0
-    if s.trainer == "torchtune":
+    if s.framework not in ("fsdp", "fsdp2") or s.grad_accum <= 1 or n <= 1 or s.sync_each_batch \
+            or s.trainer == "torchtune":
         return 0.0
     if s.framework == "fsdp2" or shape is None:
         return p * trainable
@@ -497,7 +496,7 @@ def adam_step_temporaries(s, pt: int, trainable: float, largest_tensor: int) -> 
 
 
 def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, pt: int,
-                         ms: ModelStates, largest_tensor: int) -> dict:
+                         ms: ModelStates, largest_tensor: int, accum_grads: float = 0.0) -> dict:
     """GPU temporaries of the non-DeepSpeed settings, by phase {forward, backward, step}; "load":
     what loading the model holds on the GPU at once before training's own setup (a peak of its
     own, not added to the setup phase's states)."""
@@ -520,8 +519,8 @@ def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, p
         # the unit's unsharded gradient (reduce-scatter input): the whole flat parameter under
         # FSDP1, only trainable parameters under FSDP2
         unit_grad = unit if not s.lora_rank or s.framework == "fsdp" else trainable / shape.num_hidden_layers
-        if fsdp_accumulated_grads(s, shape, total, trainable, n, p):
-            unit_grad = 0  # it is part of the accumulated unsharded gradients (the grads state)
+        if accum_grads:
+            unit_grad = 0  # part of the accumulated unsharded gradients (fsdp_accumulated_grads)
         t["backward"] += gathered + p * unit_grad
         # FSDP1 (FlatParameter per unit) and FSDP2 (per-parameter DTensor shards) differ here only
         # by FSDP1's padding of each flat parameter to a multiple of the world size (< n elements)

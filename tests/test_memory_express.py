@@ -395,6 +395,16 @@ def test_trainer_files_give_the_accumulation_and_sync_each_batch(tmp_path):
     with pytest.raises(UserError) as e:
         read([str(p)])
     assert "accelerator_config" in str(e.value) and "sync_each_batch" in str(e.value)
+    # the other readers that take the trainer's accumulation: LLaMA-Factory, axolotl, a torchrun launch
+    lf = tmp_path / "lf.yaml"
+    lf.write_text("stage: sft\nmodel_name_or_path: Qwen/Qwen2.5-7B\nfinetuning_type: lora\n"
+                  "gradient_accumulation_steps: 4\n")
+    ax = tmp_path / "axolotl.yml"
+    ax.write_text("base_model: Qwen/Qwen2.5-7B\nsequence_len: 1024\ngradient_accumulation_steps: 2\n")
+    sh = tmp_path / "run.sh"
+    sh.write_text("torchrun --nproc_per_node 2 finetune.py --model_name_or_path Qwen/Qwen2.5-7B "
+                  "--gradient_accumulation_steps 16\n")
+    assert [read([str(f)])[1]["grad_accum"] for f in (lf, ax, sh)] == [4, 2, 16]
 
 
 def test_fsdp_cpu_offload_moves_model_states_to_the_host():

@@ -44,7 +44,7 @@ _LF_STAGE = {"sft": "sft", "pt": "sft", "rm": "sft", "dpo": "dpo", "kto": "dpo"}
 # Setup fields a recipe does not render but `estimate NAME --set` may change (what-if keys)
 MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "loss_kernel", "modules_to_save",
                "framework", "fsdp_offload", "zero3_init", "image_slices", "freeze_vision_tower", "freeze_projector",
-               "adapter_fp32", "trainer", "load_dtype", "sync_each_batch",
+               "adapter_fp32", "trainer", "load_dtype", "sync_each_batch", "checkpoint_reentrant",
                "varying_lengths", "checkpoint_offload", "optimizer_in_backward", "adam_impl", "mixed_precision",
                "accelerate_version", "trl_version", "transformers_version", "loss_type", "lora_dropout")
 
@@ -160,6 +160,26 @@ def _sync_each_batch(f: _File):
     return kwargs["sync_each_batch"]
 
 
+def _bool_or_none(f: _File, key: str):
+    v = f.get(key)
+    if v is not None and not isinstance(v, bool):
+        raise f.error(key, f"{key} {v!r}: expected true or false")
+    return v
+
+
+def _use_reentrant(f: _File):
+    """TrainingArguments.gradient_checkpointing_kwargs (activation_checkpointing_kwargs from
+    transformers 5.23) given as a mapping: its use_reentrant, else unset (the trainer's default)."""
+    key = "activation_checkpointing_kwargs" if f.get("activation_checkpointing_kwargs") is not None \
+        else "gradient_checkpointing_kwargs"
+    kwargs = f.get(key)
+    if not isinstance(kwargs, dict) or kwargs.get("use_reentrant") is None:
+        return None
+    if not isinstance(kwargs["use_reentrant"], bool):
+        raise f.error(key, f"use_reentrant {kwargs['use_reentrant']!r}: expected true or false")
+    return kwargs["use_reentrant"]
+
+
 def _split(v):
     if v is None:
         return []
@@ -186,6 +206,7 @@ def from_llamafactory(f: _File) -> dict:
            "sync_each_batch": _sync_each_batch(f),
            # LLaMA-Factory checkpoints by default (disable_gradient_checkpointing: false)
            "gradient_checkpointing": not f.get("disable_gradient_checkpointing", default=False),
+           "checkpoint_reentrant": _bool_or_none(f, "use_reentrant_gc"),
            "attn_implementation": _LF_ATTN.get(str(f.get("flash_attn", default="auto")), "sdpa"),
            "precision": _precision(f), "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f, "model_name_or_path")}
     if f.get("flash_attn") is not None and str(f.get("flash_attn")) not in _LF_ATTN:
@@ -252,6 +273,7 @@ def _trl_fields(f: _File, method: str, seq: int) -> dict:
            "grad_accum": f.int("gradient_accumulation_steps", default=1, minimum=1), "sync_each_batch": _sync_each_batch(f),
            # transformers 5.23 renamed gradient_checkpointing to activation_checkpointing (old name an alias)
            "gradient_checkpointing": bool(f.get("activation_checkpointing", "gradient_checkpointing", default=True)),
+           "checkpoint_reentrant": _use_reentrant(f),
            "precision": _precision(f), "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f, "model_name_or_path"),
            "attn_implementation": f.get("attn_implementation")}
     if f.get("use_peft") is True or f.get("lora_r") is not None:
@@ -648,7 +670,7 @@ def parse_sets(items, allowed=MEMORY_KEYS) -> dict:
         try:
             if key in ("double_quant", "master_weights", "adapter_fp32", "fsdp_offload", "zero3_init", "varying_lengths",
                        "checkpoint_offload", "optimizer_in_backward", "freeze_vision_tower", "freeze_projector",
-                       "sync_each_batch"):
+                       "sync_each_batch", "checkpoint_reentrant"):
                 out[key] = coerce(raw, "boolean")
             elif key == "image_slices":
                 out[key] = coerce(raw, "integer")

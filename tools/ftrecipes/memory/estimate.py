@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, field, replace
 from . import catalog
 from .activations import ALL_LINEAR, activations, lora_params_per_layer, lora_targets, modules_to_save_split
 from . import trl_head
-from .deepspeed_transients import Transients, resolve, transients
+from .deepspeed_transients import Transients, recompute_pinned, resolve, transients
 from .host import GiB, host_bytes
-from .model_states import (accelerate_native_amp, adapters_in_fp32, check_expressed, expressed_states,
+from .model_states import (accelerate_native_amp, adapters_in_fp32, check_expressed, checkpoint_reentrant, expressed_states, hooks_inside_checkpoint,
                            expressed_transients, fsdp_accumulated_grads, rope_table_bytes, uses_master_weights,
                            zero_paper_model_states)
 
@@ -67,6 +67,9 @@ class Setup:
     offload_param: str = "none"
     pin_memory: bool = True
     gradient_checkpointing: bool = False
+    checkpoint_reentrant: bool | None = None  # torch.utils.checkpoint use_reentrant as the config
+                                              # states it; None: the trainer's default
+                                              # (model_states.checkpoint_reentrant)
     attn_implementation: str = "sdpa"
     lora_rank: int = 0
     lora_target: str = "all"
@@ -397,6 +400,13 @@ def _buffers(c: _Plan) -> None:
         c.tr = transients(c.ds, stage=c.stage, n=c.n, p=c.p, trainable=c.trainable,
                           largest_gather=largest_gather, largest_param=c.largest_tensor,
                           offload_optimizer=c.off_opt, adam_impl=s.adam_impl if s.optimizer == "adamw" else "fused")
+        if s.gradient_checkpointing and s.lora_rank and s.quantization == "none" and shape is not None:
+            # a LoRA model's frozen base: every decoder layer's weights in the compute dtype (not
+            # counted for quantized bases, whose packing under ZeRO-3 was not measured)
+            frozen = c.p * shape.num_hidden_layers * shape.layer_params()
+            c.tr.recompute_pinned = recompute_pinned(
+                _version(s.deepspeed_version), stage=c.stage, frozen_layer_bytes=frozen,
+                reentrant=checkpoint_reentrant(s) and hooks_inside_checkpoint(s))
     else:
         c.tr = Transients()
     c.accum_grads = fsdp_accumulated_grads(s, shape, c.total, c.trainable, c.n, c.p)
@@ -493,8 +503,13 @@ def _backward(c: _Plan) -> Phase:
     # partition plus the reduce bucket. ms.grads already holds the steady value.
     grads_full = c.ms.grads
     buffers = c.tr.backward_buckets + c.tr.gathered_params + c.tr.offload_staging + c.xt["backward"]
+    # frozen weights a reentrant recompute pins (ZeRO-3, DeepSpeed >= 0.19.3) pile up layer by
+    # layer; by the bottom layer every one is gathered, with the LM head still held from the top
+    # (measured: layers + head, 93 % of the frozen model), which outgrows the usual live window
+    pinned = c.tr.recompute_pinned + (p * shape.vocab_size * shape.hidden_size if c.tr.recompute_pinned else 0.0)
+    late = buffers + max(0.0, pinned - c.tr.gathered_params)
     if act is None:
-        return c.phase("backward", master=c.ms.master, temporaries=buffers, grads=grads_full)
+        return c.phase("backward", master=c.ms.master, temporaries=late, grads=grads_full)
     L = shape.num_hidden_layers
     T = _tokens(s)
     head_grad = _head_grad(c)
@@ -503,10 +518,10 @@ def _backward(c: _Plan) -> Phase:
     last_grad = p * c.largest_tensor if not s.lora_rank and c.stage < 2 else 0.0
     layer_work = act.layer_backward_transient + act.recompute_layer
     cands = [  # (activations, temporaries, grads)
-        (act.saved, act.backward_loss_transient, 0.0),
-        (act.saved - act.loss_saved, layer_work, head_grad),
-        (act.saved_layers / L, layer_work, max(0.0, grads_full - layer_grad - last_grad)),
-        (0.0, p * shape.hidden_size * T + last_grad, grads_full - last_grad),
+        (act.saved, act.backward_loss_transient + buffers, 0.0),
+        (act.saved - act.loss_saved, layer_work + buffers, head_grad),
+        (act.saved_layers / L, layer_work + late, max(0.0, grads_full - layer_grad - last_grad)),
+        (0.0, p * shape.hidden_size * T + last_grad + late, grads_full - last_grad),
     ]
     # a gradient buffer allocated up front (ZeRO-3) is full all through backward, so the start of
     # backward, with every saved activation, is then its peak
@@ -514,7 +529,7 @@ def _backward(c: _Plan) -> Phase:
     # unit by unit)
     floor = max(c.resident.get("grads", 0.0), c.accum_grads)
     best = max(cands, key=lambda cand: cand[0] + cand[1] + max(cand[2], floor))
-    return c.phase("backward", master=c.ms.master, activations=best[0], temporaries=best[1] + buffers,
+    return c.phase("backward", master=c.ms.master, activations=best[0], temporaries=best[1],
                    grads=max(best[2], c.accum_grads))
 
 

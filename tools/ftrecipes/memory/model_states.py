@@ -356,6 +356,62 @@ def accelerate_version(s) -> str:
     return resolve("accelerate", _ACCELERATE_REQUIRED.get(s.trainer, _ACCELERATE_ANY)) or "1.15.0"
 
 
+# TRL forces reentrant checkpointing for PEFT under ZeRO-3 with checkpointing from 1.9.0 (PR #6356,
+# "Force use_reentrant=True for PEFT + ZeRO-3 + gradient checkpointing in all trainers"; read in
+# 1.16.0's sft/dpo/grpo trainers); from 0.27.0 it defaults to non-reentrant otherwise (PR #4811).
+_TRL_FORCES_REENTRANT = "1.9.0"
+_TRL_NON_REENTRANT = "0.27.0"
+
+
+def checkpoint_reentrant(s) -> bool:
+    """Whether gradient checkpointing runs torch.utils.checkpoint with use_reentrant=True.
+
+    The trainers' own defaults, read in their source: LLaMA-Factory's use_reentrant_gc is true
+    (hparams/model_args.py) except under FSDP2, where model_utils/checkpointing.py sets it false;
+    ms-swift takes reentrant under DeepSpeed and FSDP when nothing is stated (trainers/mixin.py
+    _fix_gradient_checkpointing, 3602360); OpenRLHF passes gradient_checkpointing_reentrant, off
+    unless asked for (cli/train_sft.py); TRL as above; anything else gets transformers' default,
+    {"use_reentrant": True} in 4.x and False in 5.x (modeling_utils gradient_checkpointing_enable,
+    read in 5.6 and 5.23; TRL's trainers name 5.0.0 as the switch)."""
+    from ..pep440 import parse
+    from .trl_head import TRL_DEFAULT
+
+    if (s.trainer == "trl" and s.lora_rank and s.framework == "deepspeed" and s.zero_stage == 3
+            and parse(s.trl_version or TRL_DEFAULT) >= parse(_TRL_FORCES_REENTRANT)):
+        return True
+    if s.checkpoint_reentrant is not None:
+        return s.checkpoint_reentrant
+    if s.trainer == "llamafactory":
+        return s.framework != "fsdp2"
+    if s.trainer == "swift":
+        return s.framework in ("deepspeed", "fsdp", "fsdp2") or s.gpus * s.nodes <= 1
+    if s.trainer == "openrlhf":
+        return False
+    if s.trainer == "trl" and parse(s.trl_version or TRL_DEFAULT) >= parse(_TRL_NON_REENTRANT):
+        return False
+    return bool(s.transformers_version) and parse(s.transformers_version).release[0] < 5
+
+
+# transformers 5.23.0 checkpoints a decoder layer's `forward` so that module hooks stay outside
+# the checkpoint (modeling_layers.GradientCheckpointingLayer.__init_subclass__); up to 5.22 it
+# checkpointed `__call__` (partial(super().__call__)), and 4.x passed decoder_layer.__call__ to the
+# checkpoint function, so the hooks ran inside it. Read in the 5.6, 5.15, 5.22 and 5.23 wheels.
+_HOOKS_OUTSIDE_CHECKPOINT = "5.23.0"
+# The transformers a trainer's current release runs when none is named: LLaMA-Factory 0.9.5
+# requires transformers<=5.6.0 (its METADATA Requires-Dist); the others take the newest release.
+_TRANSFORMERS_REQUIRED = {"llamafactory": ">=4.55.0,<=5.6.0"}
+
+
+def hooks_inside_checkpoint(s) -> bool:
+    """The checkpointed decoder layer's own module hooks (DeepSpeed ZeRO-3's among them) run
+    inside torch.utils.checkpoint, i.e. transformers before 5.23.0."""
+    from ..pep440 import parse
+    from ..pins import resolve
+
+    version = s.transformers_version or resolve("transformers", _TRANSFORMERS_REQUIRED.get(s.trainer, ">=5.0.0"))
+    return bool(version) and parse(version) < parse(_HOOKS_OUTSIDE_CHECKPOINT)
+
+
 MIXED_PRECISIONS = ("", "no", "bf16", "fp16")
 
 

@@ -407,6 +407,12 @@ def _buffers(c: _Plan) -> None:
             c.tr.recompute_pinned = recompute_pinned(
                 _version(s.deepspeed_version), stage=c.stage, frozen_layer_bytes=frozen,
                 reentrant=checkpoint_reentrant(s) and hooks_inside_checkpoint(s))
+            if c.tr.recompute_pinned:
+                c.notes.append(f"DeepSpeed {s.deepspeed_version or '0.19.8'} under reentrant checkpointing keeps every "
+                               f"layer's frozen weights gathered until backward ends "
+                               f"({c.tr.recompute_pinned / GiB:.1f} GiB per GPU); non-reentrant checkpointing "
+                               "(LLaMA-Factory use_reentrant_gc: false; not under TRL >= 1.9 with PEFT), "
+                               "DeepSpeed < 0.19.3 or transformers >= 5.23 avoids it")
     else:
         c.tr = Transients()
     c.accum_grads = fsdp_accumulated_grads(s, shape, c.total, c.trainable, c.n, c.p)

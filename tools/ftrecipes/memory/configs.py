@@ -147,37 +147,28 @@ def _model(f: _File, *keys):
     return name
 
 
-def _sync_each_batch(f: _File):
-    """TrainingArguments.accelerator_config given as a mapping (a JSON file it names is not
-    followed): gradient_accumulation_kwargs.sync_each_batch, else unset."""
-    config = f.get("accelerator_config")
-    kwargs = config.get("gradient_accumulation_kwargs") if isinstance(config, dict) else None
-    if not isinstance(kwargs, dict) or kwargs.get("sync_each_batch") is None:
-        return None
-    if not isinstance(kwargs["sync_each_batch"], bool):
-        raise f.error("accelerator_config", "gradient_accumulation_kwargs.sync_each_batch "
-                      f"{kwargs['sync_each_batch']!r}: expected true or false")
-    return kwargs["sync_each_batch"]
-
-
-def _bool_or_none(f: _File, key: str):
+def _inline_bool(f: _File, key: str, *path: str):
+    """A true/false setting at `key`, or inside the mapping written inline at `key` (a JSON file
+    it names is not followed); None when unset."""
     v = f.get(key)
+    for name in path:
+        v = v.get(name) if isinstance(v, dict) else None
     if v is not None and not isinstance(v, bool):
-        raise f.error(key, f"{key} {v!r}: expected true or false")
+        raise f.error(key, f"{'.'.join((key,) + path)} {v!r}: expected true or false")
     return v
+
+
+def _sync_each_batch(f: _File):
+    """TrainingArguments.accelerator_config: gradient_accumulation_kwargs.sync_each_batch."""
+    return _inline_bool(f, "accelerator_config", "gradient_accumulation_kwargs", "sync_each_batch")
 
 
 def _use_reentrant(f: _File):
     """TrainingArguments.gradient_checkpointing_kwargs (activation_checkpointing_kwargs from
-    transformers 5.23) given as a mapping: its use_reentrant, else unset (the trainer's default)."""
+    transformers 5.23): its use_reentrant, else unset (the trainer's default)."""
     key = "activation_checkpointing_kwargs" if f.get("activation_checkpointing_kwargs") is not None \
         else "gradient_checkpointing_kwargs"
-    kwargs = f.get(key)
-    if not isinstance(kwargs, dict) or kwargs.get("use_reentrant") is None:
-        return None
-    if not isinstance(kwargs["use_reentrant"], bool):
-        raise f.error(key, f"use_reentrant {kwargs['use_reentrant']!r}: expected true or false")
-    return kwargs["use_reentrant"]
+    return _inline_bool(f, key, "use_reentrant")
 
 
 def _split(v):
@@ -206,7 +197,7 @@ def from_llamafactory(f: _File) -> dict:
            "sync_each_batch": _sync_each_batch(f),
            # LLaMA-Factory checkpoints by default (disable_gradient_checkpointing: false)
            "gradient_checkpointing": not f.get("disable_gradient_checkpointing", default=False),
-           "checkpoint_reentrant": _bool_or_none(f, "use_reentrant_gc"),
+           "checkpoint_reentrant": _inline_bool(f, "use_reentrant_gc"),
            "attn_implementation": _LF_ATTN.get(str(f.get("flash_attn", default="auto")), "sdpa"),
            "precision": _precision(f), "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f, "model_name_or_path")}
     if f.get("flash_attn") is not None and str(f.get("flash_attn")) not in _LF_ATTN:
@@ -656,7 +647,7 @@ def version_fields(items) -> dict:
 
 
 def parse_sets(items, allowed=MEMORY_KEYS) -> dict:
-    """`--set key=value` for memory-only Setup fields, typed by the field's default."""
+    """`--set key=value` for memory-only Setup fields, typed by the field's annotation."""
     from ..values import coerce
 
     types = _field_types()
@@ -668,15 +659,14 @@ def parse_sets(items, allowed=MEMORY_KEYS) -> dict:
         if key not in allowed or key not in types:
             raise UserError(f"--set {item}: '{key}' is not a memory setting; known: {', '.join(allowed)}")
         try:
-            if key in ("double_quant", "master_weights", "adapter_fp32", "fsdp_offload", "zero3_init", "varying_lengths",
-                       "checkpoint_offload", "optimizer_in_backward", "freeze_vision_tower", "freeze_projector",
-                       "sync_each_batch", "checkpoint_reentrant"):
+            kind = types[key].type.split(" | ")[0]  # the Setup field's annotation ("bool | None")
+            if kind == "bool":
                 out[key] = coerce(raw, "boolean")
-            elif key == "image_slices":
+            elif kind == "int":
                 out[key] = coerce(raw, "integer")
-            elif key == "lora_dropout":
+            elif kind == "float":
                 out[key] = coerce(raw, "number")
-            elif key == "modules_to_save":
+            elif kind == "list":
                 out[key] = _split(raw)
             else:
                 out[key] = raw

@@ -15,9 +15,9 @@ from .activations import ALL_LINEAR, activations, lora_params_per_layer, lora_ta
 from . import trl_head
 from .deepspeed_transients import Transients, recompute_pinned, resolve, transients
 from .host import GiB, host_bytes
-from .model_states import (accelerate_native_amp, adapters_in_fp32, check_expressed, checkpoint_reentrant, expressed_states, hooks_inside_checkpoint,
-                           expressed_transients, fsdp_accumulated_grads, rope_table_bytes, uses_master_weights,
-                           zero_paper_model_states)
+from .model_states import (accelerate_native_amp, adapters_in_fp32, check_expressed, checkpoint_reentrant,
+                           expressed_states, expressed_transients, fsdp_accumulated_grads, hooks_inside_checkpoint,
+                           rope_table_bytes, uses_master_weights, zero_paper_model_states)
 
 PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 TIGHT_HEADROOM = 0.10
@@ -288,10 +288,14 @@ def _resolve(s: Setup) -> _Plan:
     return c
 
 
+# the DeepSpeed an unstated deepspeed_version stands for: the one the stacks pin
+DEEPSPEED_DEFAULT = "0.19.8"
+
+
 def _version(v: str) -> tuple:
-    """"0.14.4" -> (0, 14, 4); an unstated version is the one the stacks pin (deepspeed 0.19.8)."""
+    """"0.14.4" -> (0, 14, 4); an unstated version is DEEPSPEED_DEFAULT."""
     parts = []
-    for x in (v or "0.19.8").split(".")[:3]:
+    for x in (v or DEEPSPEED_DEFAULT).split(".")[:3]:
         digits = "".join(ch for ch in x if ch.isdigit())
         parts.append(int(digits or 0))
     return tuple(parts + [0] * (3 - len(parts)))
@@ -408,7 +412,7 @@ def _buffers(c: _Plan) -> None:
                 _version(s.deepspeed_version), stage=c.stage, frozen_layer_bytes=frozen,
                 reentrant=checkpoint_reentrant(s) and hooks_inside_checkpoint(s))
             if c.tr.recompute_pinned:
-                c.notes.append(f"DeepSpeed {s.deepspeed_version or '0.19.8'} under reentrant checkpointing keeps every "
+                c.notes.append(f"DeepSpeed {s.deepspeed_version or DEEPSPEED_DEFAULT} under reentrant checkpointing keeps every "
                                f"layer's frozen weights gathered until backward ends "
                                f"({c.tr.recompute_pinned / GiB:.1f} GiB per GPU); non-reentrant checkpointing "
                                "(LLaMA-Factory use_reentrant_gc: false; not under TRL >= 1.9 with PEFT), "

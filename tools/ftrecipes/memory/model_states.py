@@ -374,10 +374,10 @@ def checkpoint_reentrant(s) -> bool:
     {"use_reentrant": True} in 4.x and False in 5.x (modeling_utils gradient_checkpointing_enable,
     read in 5.6 and 5.23; TRL's trainers name 5.0.0 as the switch)."""
     from ..pep440 import parse
-    from .trl_head import TRL_DEFAULT
+    from .trl_head import at_least
 
     if (s.trainer == "trl" and s.lora_rank and s.framework == "deepspeed" and s.zero_stage == 3
-            and parse(s.trl_version or TRL_DEFAULT) >= parse(_TRL_FORCES_REENTRANT)):
+            and at_least(s.trl_version, _TRL_FORCES_REENTRANT)):
         return True
     if s.checkpoint_reentrant is not None:
         return s.checkpoint_reentrant
@@ -387,7 +387,7 @@ def checkpoint_reentrant(s) -> bool:
         return s.framework in ("deepspeed", "fsdp", "fsdp2") or s.gpus * s.nodes <= 1
     if s.trainer == "openrlhf":
         return False
-    if s.trainer == "trl" and parse(s.trl_version or TRL_DEFAULT) >= parse(_TRL_NON_REENTRANT):
+    if s.trainer == "trl" and at_least(s.trl_version, _TRL_NON_REENTRANT):
         return False
     return bool(s.transformers_version) and parse(s.transformers_version).release[0] < 5
 

@@ -51,7 +51,7 @@ TRL_KERNELS = ("trl-fused", "trl-chunked-logprob", "trl-chunked-nll")
 LOSS_TYPES = ("", "nll", "dft", "chunked_nll")  # SFTConfig.loss_type across 1.x ("": unset)
 
 
-def _at_least(version: str, since: str) -> bool:
+def at_least(version: str, since: str) -> bool:
     # pep440 needs only the standard library: the memory model also runs in a stack venv
     # tracing a step, where ftrecipes.versions' jsonschema may be missing.
     try:
@@ -61,7 +61,7 @@ def _at_least(version: str, since: str) -> bool:
 
 
 def vllm_mode_default(version: str) -> str:
-    return "colocate" if _at_least(version, COLOCATE_DEFAULT_SINCE) else "server"
+    return "colocate" if at_least(version, COLOCATE_DEFAULT_SINCE) else "server"
 
 
 def loss_path(trainer: str, method: str, version: str, requested: str, loss_type: str = "") -> tuple[str, str | None]:
@@ -74,19 +74,19 @@ def loss_path(trainer: str, method: str, version: str, requested: str, loss_type
     if trainer != "trl" or method not in ("sft", "dpo", "grpo"):
         return requested, None
     v = version or TRL_DEFAULT
-    if _at_least(v, FUSED_SINCE):
+    if at_least(v, FUSED_SINCE):
         note = (f"TRL {v} computes the loss with its own fused LM head in 4096 x 32768 tiles "
                 "(add_fused_lm_head): the full logits are never built")
         if requested == "liger":
             note += "; use_liger_kernel keeps Liger's layer kernels only (its fused cross-entropy is turned off)"
         return "trl-fused", note
     if method != "sft":
-        if requested == "liger" and _at_least(v, LIGER_CHUNKED_SINCE):
+        if requested == "liger" and at_least(v, LIGER_CHUNKED_SINCE):
             return "trl-chunked-logprob", (f"TRL {v} {method.upper()} with use_liger_kernel computes log-probs with "
                                            "its own chunked LM head (2048 x 8192 tiles), not Liger's loss")
         return requested, None
-    chunked = loss_type == "chunked_nll" and _at_least(v, CHUNKED_NLL_SINCE)
-    if not loss_type and requested != "liger" and _at_least(v, CHUNKED_NLL_DEFAULT_SINCE):
+    chunked = loss_type == "chunked_nll" and at_least(v, CHUNKED_NLL_SINCE)
+    if not loss_type and requested != "liger" and at_least(v, CHUNKED_NLL_DEFAULT_SINCE):
         chunked = True
     if chunked and requested != "liger":
         return "trl-chunked-nll", (f"TRL {v} SFT loss_type chunked_nll: LM head and cross-entropy in "

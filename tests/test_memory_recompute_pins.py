@@ -72,6 +72,17 @@ def test_trainer_defaults():
     forced = dict(trainer="trl", trl_version="1.16.0", transformers_version="5.22.0", checkpoint_reentrant=False)
     assert gain(**forced) > half
     assert gain(**{**forced, "trl_version": "1.8.0"}) == 0
+    # axolotl's normalize_config asks for reentrant checkpointing where transformers 5.x would not
+    assert gain(trainer="axolotl", transformers_version="5.6.0") > half
+    assert gain(trainer="axolotl", transformers_version="5.6.0", checkpoint_reentrant=False) == 0
+
+
+def test_axolotl_default_is_reentrant_except_gemma4():
+    from ftrecipes.memory.model_states import checkpoint_reentrant
+
+    s = Setup(**{**BASE, "trainer": "axolotl", "transformers_version": "5.6.0"})
+    assert checkpoint_reentrant(s, "qwen2") is True
+    assert checkpoint_reentrant(s, "gemma4_text") is False
 
 
 def test_readers_take_use_reentrant(tmp_path):
@@ -87,6 +98,10 @@ def test_readers_take_use_reentrant(tmp_path):
     assert read([str(lf)])[1]["checkpoint_reentrant"] is False
     assert read([str(trl)])[1]["checkpoint_reentrant"] is True
     assert "checkpoint_reentrant" not in read([str(plain)])[1]
+    ax = tmp_path / "ax.yaml"
+    ax.write_text("base_model: Qwen/Qwen2.5-7B\nadapter: lora\ngradient_checkpointing: true\n"
+                  "gradient_checkpointing_kwargs:\n  use_reentrant: false\n")
+    assert read([str(ax)])[1]["checkpoint_reentrant"] is False
 
 
 @pytest.mark.framework

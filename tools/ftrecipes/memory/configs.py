@@ -334,6 +334,7 @@ def from_axolotl(f: _File) -> dict:
     ckpt = f.get("gradient_checkpointing", default=False)
     out["gradient_checkpointing"] = bool(ckpt)
     out["checkpoint_offload"] = str(ckpt).startswith("offload")
+    out["checkpoint_reentrant"] = _use_reentrant(f)
     attn = f.get("attn_implementation")
     if attn is not None and str(attn) not in _AXOLOTL_ATTN_NAMES:
         raise f.error("attn_implementation", f"attn_implementation {attn!r}; known: {', '.join(_AXOLOTL_ATTN_NAMES)}")

@@ -410,7 +410,7 @@ def _buffers(c: _Plan) -> None:
             frozen = c.p * shape.num_hidden_layers * shape.layer_params()
             c.tr.recompute_pinned = recompute_pinned(
                 _version(s.deepspeed_version), stage=c.stage, frozen_layer_bytes=frozen,
-                reentrant=checkpoint_reentrant(s) and hooks_inside_checkpoint(s))
+                reentrant=checkpoint_reentrant(s, shape.model_type) and hooks_inside_checkpoint(s))
             if c.tr.recompute_pinned:
                 c.notes.append(f"DeepSpeed {s.deepspeed_version or DEEPSPEED_DEFAULT} under reentrant checkpointing keeps every "
                                f"layer's frozen weights gathered until backward ends "

@@ -363,14 +363,14 @@ _TRL_FORCES_REENTRANT = "1.9.0"
 _TRL_NON_REENTRANT = "0.27.0"
 
 
-def checkpoint_reentrant(s) -> bool:
+def checkpoint_reentrant(s, model_type: str = "") -> bool:
     """Whether gradient checkpointing runs torch.utils.checkpoint with use_reentrant=True.
 
     The trainers' own defaults, read in their source: LLaMA-Factory's use_reentrant_gc is true
     (hparams/model_args.py) except under FSDP2, where model_utils/checkpointing.py sets it false;
     ms-swift takes reentrant under DeepSpeed and FSDP when nothing is stated (trainers/mixin.py
     _fix_gradient_checkpointing, 3602360); OpenRLHF passes gradient_checkpointing_reentrant, off
-    unless asked for (cli/train_sft.py); TRL as above; anything else gets transformers' default,
+    unless asked for (cli/train_sft.py); axolotl below; TRL as above; anything else gets transformers' default,
     {"use_reentrant": True} in 4.x and False in 5.x (modeling_utils gradient_checkpointing_enable,
     read in 5.6 and 5.23; TRL's trainers name 5.0.0 as the switch)."""
     from ..pep440 import parse
@@ -387,6 +387,12 @@ def checkpoint_reentrant(s) -> bool:
         return s.framework in ("deepspeed", "fsdp", "fsdp2") or s.gpus * s.nodes <= 1
     if s.trainer == "openrlhf":
         return False
+    if s.trainer == "axolotl":
+        # normalize_config sets {"use_reentrant": True} when checkpointing is on and the config
+        # names neither gradient_checkpointing_kwargs nor rl (an `rl:` config runs as trainer trl
+        # here); Gemma 4 is switched to non-reentrant (utils/config/__init__.py, since cc3cebfa7,
+        # read at 067b021c8). unfrozen_parameters, which also skips it, is not read.
+        return not model_type.startswith("gemma4")
     if s.trainer == "trl" and at_least(s.trl_version, _TRL_NON_REENTRANT):
         return False
     return bool(s.transformers_version) and parse(s.transformers_version).release[0] < 5

@@ -415,7 +415,8 @@ def _buffers(c: _Plan) -> None:
                 c.notes.append(f"DeepSpeed {s.deepspeed_version or DEEPSPEED_DEFAULT} under reentrant checkpointing keeps every "
                                f"layer's frozen weights gathered until backward ends "
                                f"({c.tr.recompute_pinned / GiB:.1f} GiB per GPU); non-reentrant checkpointing "
-                               "(LLaMA-Factory use_reentrant_gc: false; not under TRL >= 1.9 with PEFT), "
+                               "(LLaMA-Factory use_reentrant_gc: false, elsewhere gradient_checkpointing_kwargs "
+                               "use_reentrant: false; not under TRL >= 1.9 with PEFT), "
                                "DeepSpeed < 0.19.3 or transformers >= 5.23 avoids it")
     else:
         c.tr = Transients()

@@ -72,6 +72,8 @@ def test_trainer_defaults():
     forced = dict(trainer="trl", trl_version="1.16.0", transformers_version="5.22.0", checkpoint_reentrant=False)
     assert gain(**forced) > half
     assert gain(**{**forced, "trl_version": "1.8.0"}) == 0
+    # an offloading checkpointer recomputes inside its own backward, whatever use_reentrant says
+    assert gain(checkpoint_offload=True, checkpoint_reentrant=False) > half
     # axolotl's normalize_config asks for reentrant checkpointing where transformers 5.x would not
     assert gain(trainer="axolotl", transformers_version="5.6.0") > half
     assert gain(trainer="axolotl", transformers_version="5.6.0", checkpoint_reentrant=False) == 0
@@ -105,18 +107,20 @@ def test_readers_take_use_reentrant(tmp_path):
 
 
 @pytest.mark.framework
-@pytest.mark.parametrize("stack,reentrant,pinned", [
-    ("llamafactory", 1, True),   # transformers 5.6: hooks inside the checkpoint
-    ("llamafactory", 0, False),
-    ("trl", 1, False),           # transformers 5.23: hooks outside
+@pytest.mark.parametrize("stack,reentrant,pinned,extra", [
+    ("llamafactory", 1, True, []),   # transformers 5.6: hooks inside the checkpoint
+    ("llamafactory", 0, False, []),
+    # use_unsloth_gc: LLaMA-Factory's offloading Function recomputes inside backward, as reentrant does
+    ("llamafactory", 0, True, ["--unsloth-gc", "1"]),
+    ("trl", 1, False, []),           # transformers 5.23: hooks outside
 ])
-def test_deepspeed_coordinator_counts(tmp_path, stack, reentrant, pinned):
+def test_deepspeed_coordinator_counts(tmp_path, stack, reentrant, pinned, extra):
     from ftrecipes import devenv
     from smoke_harness import FRAMEWORKS, free_port
 
     python = devenv.ensure_env(stack)
     argv = [str(python), "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
-            str(FRAMEWORKS / "zero3_recompute_pins.py"), "--reentrant", str(reentrant)]
+            str(FRAMEWORKS / "zero3_recompute_pins.py"), "--reentrant", str(reentrant), *extra]
     proc = subprocess.run(argv, cwd=tmp_path, env=devenv.run_env(stack), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     [r] = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]

@@ -26,6 +26,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reentrant", type=int, choices=(0, 1), required=True)
     ap.add_argument("--steps", type=int, default=2)
+    # LLaMA-Factory's use_unsloth_gc: its own offloading autograd Function recomputes the layer
+    # inside backward whatever use_reentrant says (llamafactory must be importable)
+    ap.add_argument("--unsloth-gc", type=int, choices=(0, 1), default=0)
     a = ap.parse_args()
 
     import deepspeed
@@ -53,7 +56,10 @@ def main() -> int:
     zero["stage3_max_live_parameters"] = zero["stage3_max_reuse_distance"] = int(1e9 * total / REAL_TOTAL)
     model.enable_input_require_grads()
     model = get_peft_model(model, LoraConfig(r=1, lora_alpha=16, lora_dropout=0.05, target_modules="all-linear"))
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": bool(a.reentrant)})
+    if a.unsloth_gc:
+        _llamafactory_unsloth_gc(model, torch)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": bool(a.reentrant)})
     model.config.use_cache = False
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=ds)
@@ -85,9 +91,27 @@ def main() -> int:
         peaks.append(peak[0] / frozen_total)
         losses.append(float(loss))
     if rank == 0:
-        print(json.dumps({"deepspeed": deepspeed.__version__, "reentrant": bool(a.reentrant), "peaks": peaks,
+        print(json.dumps({"deepspeed": deepspeed.__version__, "reentrant": bool(a.reentrant),
+                          "unsloth_gc": bool(a.unsloth_gc), "peaks": peaks,
                           "losses": losses, "layers": layers / frozen_total, "head": head / frozen_total}))
     return 0
+
+
+def _llamafactory_unsloth_gc(model, torch) -> None:
+    """LLaMA-Factory's own path for use_unsloth_gc (model_utils/checkpointing.py,
+    _gradient_checkpointing_enable), run unchanged on the PEFT model's base. Its backward moves
+    the saved hidden states to "cuda" by name; this process has no GPU, so that one device name
+    is read as the CPU."""
+    from llamafactory.model.model_utils.checkpointing import _gradient_checkpointing_enable
+
+    to = torch.Tensor.to
+
+    def cpu_for_cuda(self, *args, **kwargs):
+        args = tuple("cpu" if a == "cuda" else a for a in args)
+        return to(self, *args, **kwargs)
+
+    torch.Tensor.to = cpu_for_cuda
+    _gradient_checkpointing_enable(model.get_base_model(), use_unsloth_gc=True)
 
 
 if __name__ == "__main__":

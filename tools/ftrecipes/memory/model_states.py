@@ -379,6 +379,12 @@ def checkpoint_reentrant(s, model_type: str = "") -> bool:
     if (s.trainer == "trl" and s.lora_rank and s.framework == "deepspeed" and s.zero_stage == 3
             and at_least(s.trl_version, _TRL_FORCES_REENTRANT)):
         return True
+    if s.checkpoint_offload:
+        # the offloading checkpointers (LLaMA-Factory's use_unsloth_gc, axolotl's offload and
+        # offload_disk) are autograd Functions that recompute the layer inside their backward,
+        # as the reentrant checkpoint does, and ignore use_reentrant; under ZeRO-3 they pin the
+        # same way (tests/frameworks/zero3_recompute_pins.py --unsloth-gc)
+        return True
     if s.checkpoint_reentrant is not None:
         return s.checkpoint_reentrant
     if s.trainer == "llamafactory":

@@ -2,7 +2,7 @@
 
     python bench/zero3_cpu_bytes.py > bench/zero3_cpu_bytes.md
 
-tests/frameworks/zero3_step_bytes.py runs real DeepSpeed ZeRO-3 steps on two CPU ranks (the
+tests/frameworks/zero3_step_bytes.py runs real DeepSpeed ZeRO-3 steps on CPU ranks (the
 llamafactory stack: DeepSpeed 0.19.8, transformers 5.6) and reports, per phase, the bytes
 allocated beyond the resident tensors. `ftrecipes estimate --config` reads the same files (a
 LLaMA-Factory YAML, LLaMA-Factory's ds_z3_config.json with its 1e9 limits scaled to this model,
@@ -31,10 +31,11 @@ SEQ = 2048 // K
 REAL_PARAMS = 7_615_616_512
 STACK = "llamafactory"
 TRANSFORMERS = "5.6.0"   # the llamafactory stack's release (its tests check DeepSpeed 0.19.8)
-# (LoRA rank, reentrant checkpointing): DeepSpeed 0.19.8 holds the frozen layers through a
+# (LoRA rank, reentrant checkpointing, ranks): DeepSpeed 0.19.8 holds the frozen layers through a
 # reentrant backward; non-reentrant releases each layer's; full fine-tuning adds gradient
-# buckets, the reduce-scatter and the optimizer step
-CASES = [(1, True), (1, False), (0, True)]
+# buckets, the reduce-scatter and the optimizer step; one rank gathers nothing (each partition
+# is the whole parameter, used in place)
+CASES = [(1, True, 2), (1, False, 2), (0, True, 2), (0, True, 1)]
 
 
 def write_inputs(tmp: Path, lora_rank: int, reentrant: bool) -> tuple[Path, Path, Path]:
@@ -69,11 +70,11 @@ def write_inputs(tmp: Path, lora_rank: int, reentrant: bool) -> tuple[Path, Path
     return model, tmp / "ds.json", lf
 
 
-def estimated(lf: Path, model: Path, deepspeed: str) -> dict:
+def estimated(lf: Path, model: Path, deepspeed: str, ranks: int) -> dict:
     """Short-lived bytes per phase from `ftrecipes estimate --config ... --json`; torch's
     foreach AdamW, which the framework script steps with."""
     argv = [sys.executable, "-m", "ftrecipes", "estimate", "--config", str(lf), "--model", str(model / "config.json"),
-            "--gpu", "A100-80GB", "--gpus", "2", "--framework-version", f"deepspeed={deepspeed}",
+            "--gpu", "A100-80GB", "--gpus", str(ranks), "--framework-version", f"deepspeed={deepspeed}",
             "--set", f"transformers_version={TRANSFORMERS}", "--set", "adam_impl=foreach", "--json"]
     env = dict(os.environ, PYTHONPATH=str(ROOT / "tools"))
     out = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=True).stdout
@@ -81,14 +82,14 @@ def estimated(lf: Path, model: Path, deepspeed: str) -> dict:
             for ph in json.loads(out)["phases"]}
 
 
-def measured(tmp: Path, model: Path, ds: Path, lora_rank: int, reentrant: bool) -> dict:
+def measured(tmp: Path, model: Path, ds: Path, lora_rank: int, reentrant: bool, ranks: int) -> dict:
     """The framework script's JSON line, run in the stack's venv."""
     sys.path.insert(0, str(ROOT / "tools"))
     sys.path.insert(0, str(ROOT / "tests"))
     from ftrecipes import devenv
     from smoke_harness import FRAMEWORKS, free_port
 
-    argv = [str(devenv.ensure_env(STACK)), "-m", "torch.distributed.run", "--nproc_per_node", "2",
+    argv = [str(devenv.ensure_env(STACK)), "-m", "torch.distributed.run", "--nproc_per_node", str(ranks),
             "--master_port", str(free_port()), str(FRAMEWORKS / "zero3_step_bytes.py"), "--model", str(model),
             "--ds", str(ds), "--seq", str(SEQ), "--lora-rank", str(lora_rank), "--reentrant", str(int(reentrant))]
     proc = subprocess.run(argv, cwd=tmp, env=devenv.run_env(STACK), capture_output=True, text=True, timeout=600)
@@ -98,13 +99,13 @@ def measured(tmp: Path, model: Path, ds: Path, lora_rank: int, reentrant: bool) 
     return run
 
 
-def compare(lora_rank: int, reentrant: bool) -> tuple[dict, dict]:
+def compare(lora_rank: int, reentrant: bool, ranks: int) -> tuple[dict, dict]:
     """(measured run, estimated short-lived bytes per phase) for one case."""
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         model, ds, lf = write_inputs(tmp, lora_rank, reentrant)
-        run = measured(tmp, model, ds, lora_rank, reentrant)
-        return run, estimated(lf, model, run["deepspeed"])
+        run = measured(tmp, model, ds, lora_rank, reentrant, ranks)
+        return run, estimated(lf, model, run["deepspeed"], ranks)
 
 
 def main() -> int:
@@ -112,11 +113,12 @@ def main() -> int:
     print("# ZeRO-3 step bytes: the estimate against DeepSpeed's own allocations on CPU\n")
     print("Output of `python bench/zero3_cpu_bytes.py` (checked by tests/test_memory_zero3_step_bytes.py, 5 %).\n")
     print(__doc__.split("\n\n", 2)[2].strip())
-    print(f"\nK = {K}, {LAYERS} layers, {SEQ} tokens, two CPU ranks. MiB per rank; error = (estimate - measured) / measured.\n")
+    print(f"\nK = {K}, {LAYERS} layers, {SEQ} tokens. MiB on rank 0; error = (estimate - measured) / measured.\n")
     print("| case | phase | DeepSpeed allocated | estimate | error |\n|---|---|---:|---:|---:|")
-    for lora_rank, reentrant in CASES:
-        run, est = compare(lora_rank, reentrant)
-        name = (f"LoRA r{lora_rank}" if lora_rank else "full") + (", reentrant" if reentrant else ", non-reentrant")
+    for lora_rank, reentrant, ranks in CASES:
+        run, est = compare(lora_rank, reentrant, ranks)
+        name = (f"LoRA r{lora_rank}" if lora_rank else "full") + (", reentrant" if reentrant else ", non-reentrant") \
+            + f", {ranks} rank{'s' if ranks > 1 else ''}"
         for phase in ("forward", "backward", "step"):
             m = run["phases"][phase]
             print(f"| {name} (DeepSpeed {run['deepspeed']}) | {phase} | {m / MiB:.2f} | {est[phase] / MiB:.2f} | "

@@ -10,6 +10,9 @@ frozen weights held through a reentrant backward, and for full fine-tuning the g
 buckets and the foreach AdamW step, are counted as DeepSpeed and transformers allocate them, on
 a Qwen2 with a 7B model's proportions. What it cannot prove: anything of the CUDA caching
 allocator (reserve, fragmentation, side streams), NCCL or the CUDA context.
+
+With one rank nothing is gathered (each partition is the whole parameter, used in place); the
+unit test below pins the rule's edges, the framework case shows it in DeepSpeed's own step.
 """
 import importlib.util
 import os
@@ -28,9 +31,9 @@ def bench():
 
 
 @pytest.mark.framework
-@pytest.mark.parametrize("lora_rank,reentrant", bench().CASES)
-def test_short_lived_bytes_match_deepspeed(lora_rank, reentrant):
-    run, est = bench().compare(lora_rank, reentrant)
+@pytest.mark.parametrize("lora_rank,reentrant,ranks", bench().CASES)
+def test_short_lived_bytes_match_deepspeed(lora_rank, reentrant, ranks):
+    run, est = bench().compare(lora_rank, reentrant, ranks)
     assert run["deepspeed"] == "0.19.8", run
     assert all(loss == loss and loss < 20 for loss in run["losses"]), run
     # a LoRA step's optimizer moves a few hundred kilobytes here, too little to compare
@@ -38,3 +41,18 @@ def test_short_lived_bytes_match_deepspeed(lora_rank, reentrant):
     for phase in phases:
         measured = run["phases"][phase]
         assert abs(est[phase] - measured) <= TOLERANCE * measured, (phase, est[phase], measured, run)
+
+
+def test_one_rank_gathers_only_offloaded_parameters():
+    from ftrecipes.memory.estimate import Setup, estimate
+
+    def temporaries(**kw):
+        base = dict(model="Qwen2.5-7B", gpu="H100-80GB", gpus=1, seq_len=2048, micro_batch=1, precision="bf16",
+                    framework="deepspeed", zero_stage=3, gradient_checkpointing=True)
+        r = estimate(Setup(**{**base, **kw}))
+        return next(ph for ph in r.phases if ph.name == "forward").by_category["temporaries"]
+
+    layer = 2 * 233_000_000  # about one Qwen2.5-7B decoder layer in bf16
+    # one rank, partitions on the GPU: no window; two ranks, or one rank fetching from the CPU: a window
+    assert temporaries(gpus=2) - temporaries(gpus=1) > layer
+    assert temporaries(offload_param="cpu", offload_optimizer="cpu") - temporaries() > layer

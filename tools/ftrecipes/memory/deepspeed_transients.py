@@ -70,7 +70,8 @@ class Transients:
 
 
 def transients(cfg: dict, *, stage: int, n: int, p: int, trainable: int, largest_gather: int,
-               largest_param: int, offload_optimizer: str, adam_impl: str = "auto") -> Transients:
+               largest_param: int, offload_optimizer: str, adam_impl: str = "auto",
+               offload_param: str = "none") -> Transients:
     """cfg: resolve()'s settings. largest_gather: elements of the biggest block ZeRO-3 must
     materialise at once (a decoder layer, or the embedding / LM head); largest_param: elements of
     the biggest trainable parameter. adam_impl: foreach / single when the optimizer is the
@@ -108,7 +109,8 @@ def transients(cfg: dict, *, stage: int, n: int, p: int, trainable: int, largest
         # once, plus the prefetch bucket for the next modules. The embedding / LM head is one
         # module and must be gathered whole.
         live = max(min(cfg["stage3_max_live_parameters"], 2 * largest_gather), largest_gather)
-        t.gathered_params = p * (live + cfg["stage3_prefetch_bucket_size"])
+        if gathers_allocate(n, offload_param):
+            t.gathered_params = p * (live + cfg["stage3_prefetch_bucket_size"])
         t.backward_buckets = p * reduce_elems + (4 * reduce_elems if offload_optimizer == "cpu" else 0)
         if not offload:
             # _prepare_fp32_grad_for_sub_group(): the fp32 gradient is built one sub-group of
@@ -122,6 +124,16 @@ def transients(cfg: dict, *, stage: int, n: int, p: int, trainable: int, largest
     if stage in (1, 2) and not offload:
         t.step_update = client_adam_update(trainable / n, adam_impl)
     return t
+
+
+def gathers_allocate(n: int, offload_param: str) -> bool:
+    """Whether fetching a ZeRO-3 parameter allocates its full copy on the GPU. With one rank the
+    partition is the whole parameter: all_gather_coalesced hands it to _no_gather_coalesced,
+    whose NoGatherHandle sets param.data = ds_tensor.to(current device), the partition itself
+    unless it lives on the CPU (offload_param). Read in partition_parameters.py of 0.14.4,
+    0.16.9 and 0.19.8; on one CPU rank a step allocates no gathered weights
+    (tests/test_memory_zero3_step_bytes.py)."""
+    return n > 1 or offload_param not in ("none", None)
 
 
 def client_adam_update(elements: float, adam_impl: str) -> float:

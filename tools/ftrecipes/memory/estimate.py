@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from . import catalog
 from .activations import ALL_LINEAR, activations, lora_params_per_layer, lora_targets, modules_to_save_split
 from . import trl_head
-from .deepspeed_transients import Transients, recompute_pinned, resolve, transients
+from .deepspeed_transients import Transients, gathers_allocate, recompute_pinned, resolve, transients
 from .host import GiB, host_bytes
 from .model_states import (accelerate_native_amp, adapters_in_fp32, check_expressed, checkpoint_reentrant,
                            expressed_states, expressed_transients, fsdp_accumulated_grads, hooks_inside_checkpoint,
@@ -403,14 +403,16 @@ def _buffers(c: _Plan) -> None:
         c.notes.extend(ds_notes)
         c.tr = transients(c.ds, stage=c.stage, n=c.n, p=c.p, trainable=c.trainable,
                           largest_gather=largest_gather, largest_param=c.largest_tensor,
-                          offload_optimizer=c.off_opt, adam_impl=s.adam_impl if s.optimizer == "adamw" else "fused")
+                          offload_optimizer=c.off_opt, adam_impl=s.adam_impl if s.optimizer == "adamw" else "fused",
+                          offload_param=c.off_param)
         if s.gradient_checkpointing and s.lora_rank and s.quantization == "none" and shape is not None:
             # a LoRA model's frozen base: every decoder layer's weights in the compute dtype (not
             # counted for quantized bases, whose packing under ZeRO-3 was not measured)
             frozen = c.p * shape.num_hidden_layers * shape.layer_params()
             c.tr.recompute_pinned = recompute_pinned(
                 _version(s.deepspeed_version), stage=c.stage, frozen_layer_bytes=frozen,
-                reentrant=checkpoint_reentrant(s, shape.model_type) and hooks_inside_checkpoint(s))
+                reentrant=checkpoint_reentrant(s, shape.model_type) and hooks_inside_checkpoint(s),
+            ) if gathers_allocate(c.n, c.off_param) else 0.0
             if c.tr.recompute_pinned:
                 c.notes.append(f"DeepSpeed {s.deepspeed_version or DEEPSPEED_DEFAULT} under reentrant checkpointing keeps every "
                                f"layer's frozen weights gathered until backward ends "

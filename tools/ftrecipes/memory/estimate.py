@@ -405,14 +405,15 @@ def _buffers(c: _Plan) -> None:
                           largest_gather=largest_gather, largest_param=c.largest_tensor,
                           offload_optimizer=c.off_opt, adam_impl=s.adam_impl if s.optimizer == "adamw" else "fused",
                           offload_param=c.off_param)
-        if s.gradient_checkpointing and s.lora_rank and s.quantization == "none" and shape is not None:
+        if (s.gradient_checkpointing and s.lora_rank and s.quantization == "none" and shape is not None
+                and gathers_allocate(c.n, c.off_param)):
             # a LoRA model's frozen base: every decoder layer's weights in the compute dtype (not
-            # counted for quantized bases, whose packing under ZeRO-3 was not measured)
+            # counted for quantized bases, whose packing under ZeRO-3 was not measured); nothing
+            # is held where nothing is gathered (one GPU, partitions used in place)
             frozen = c.p * shape.num_hidden_layers * shape.layer_params()
             c.tr.recompute_pinned = recompute_pinned(
                 _version(s.deepspeed_version), stage=c.stage, frozen_layer_bytes=frozen,
-                reentrant=checkpoint_reentrant(s, shape.model_type) and hooks_inside_checkpoint(s),
-            ) if gathers_allocate(c.n, c.off_param) else 0.0
+                reentrant=checkpoint_reentrant(s, shape.model_type) and hooks_inside_checkpoint(s))
             if c.tr.recompute_pinned:
                 c.notes.append(f"DeepSpeed {s.deepspeed_version or DEEPSPEED_DEFAULT} under reentrant checkpointing keeps every "
                                f"layer's frozen weights gathered until backward ends "

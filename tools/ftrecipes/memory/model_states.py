@@ -370,9 +370,10 @@ def checkpoint_reentrant(s, model_type: str = "") -> bool:
     (hparams/model_args.py) except under FSDP2, where model_utils/checkpointing.py sets it false;
     ms-swift takes reentrant under DeepSpeed and FSDP when nothing is stated (trainers/mixin.py
     _fix_gradient_checkpointing, 3602360); OpenRLHF passes gradient_checkpointing_reentrant, off
-    unless asked for (cli/train_sft.py); axolotl below; TRL as above; anything else gets transformers' default,
-    {"use_reentrant": True} in 4.x and False in 5.x (modeling_utils gradient_checkpointing_enable,
-    read in 5.6 and 5.23; TRL's trainers name 5.0.0 as the switch)."""
+    unless asked for (cli/train_sft.py); axolotl and the offloading checkpointers below; TRL as
+    above; anything else gets transformers' default, {"use_reentrant": True} in 4.x and False in
+    5.x (modeling_utils gradient_checkpointing_enable, read in 5.6 and 5.23; TRL's trainers name
+    5.0.0 as the switch). model_type: the model's config.json model_type (axolotl's Gemma 4 rule)."""
     from ..pep440 import parse
     from .trl_head import at_least
 

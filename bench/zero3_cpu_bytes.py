@@ -25,6 +25,10 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# the tool (catalog, devenv) and the tests' harness (framework scripts, free ports), once
+for _path in (ROOT / "tools", ROOT / "tests"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 K = 16            # Qwen2.5-7B's widths, vocabulary and sequence divided by this
 LAYERS = 8
 SEQ = 2048 // K
@@ -40,7 +44,6 @@ CASES = [(1, True, 2), (1, False, 2), (0, True, 2), (0, True, 1)]
 
 def write_inputs(tmp: Path, lora_rank: int, reentrant: bool) -> tuple[Path, Path, Path]:
     """config.json, ds.json and a LLaMA-Factory YAML naming both, in tmp."""
-    sys.path.insert(0, str(ROOT / "tools"))
     from ftrecipes.memory import catalog
 
     config = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584 // K,
@@ -84,8 +87,6 @@ def estimated(lf: Path, model: Path, deepspeed: str, ranks: int) -> dict:
 
 def measured(tmp: Path, model: Path, ds: Path, lora_rank: int, reentrant: bool, ranks: int) -> dict:
     """The framework script's JSON line, run in the stack's venv."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    sys.path.insert(0, str(ROOT / "tests"))
     from ftrecipes import devenv
     from smoke_harness import FRAMEWORKS, free_port
 

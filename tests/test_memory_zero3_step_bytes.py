@@ -14,6 +14,7 @@ allocator (reserve, fragmentation, side streams), NCCL or the CUDA context.
 With one rank nothing is gathered (each partition is the whole parameter, used in place); the
 unit test below pins the rule's edges, the framework case shows it in DeepSpeed's own step.
 """
+import functools
 import importlib.util
 import os
 
@@ -23,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOLERANCE = 0.05
 
 
+@functools.cache
 def bench():
     spec = importlib.util.spec_from_file_location("zero3_cpu_bytes", os.path.join(ROOT, "bench", "zero3_cpu_bytes.py"))
     module = importlib.util.module_from_spec(spec)

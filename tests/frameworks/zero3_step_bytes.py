@@ -3,10 +3,10 @@
     torchrun --nproc_per_node 2 tests/frameworks/zero3_step_bytes.py --model DIR --ds ds.json \
         --seq 128 --lora-rank 2 --reentrant 1
 
-Two ranks on CPU (gloo), DeepSpeed ZeRO-3 in bf16 reading the given JSON ("auto" buckets filled
+One or two ranks on CPU (gloo), DeepSpeed ZeRO-3 in bf16 reading the given JSON ("auto" buckets filled
 from the hidden size as the HF Trainer fills them), the HF config in DIR built under zero.Init,
 LoRA on every linear layer (or full fine-tuning with --lora-rank 0), gradient checkpointing,
-torch AdamW (foreach). Steps run until the coordinator has its trace; the last two run under
+torch AdamW (foreach). Warm-up steps give the coordinator its trace; the next PROFILED run under
 torch.profiler with profile_memory, which records every CPU allocation and free with its address
 and size. The live bytes rebuilt from those events, at their highest inside each phase, are that
 phase's allocation beyond the resident tensors: activations, gathered parameters, logits,
@@ -22,6 +22,8 @@ import json
 import os
 import tempfile
 
+PROFILED = 3  # measured steps, each under its own profiler
+
 
 def main() -> int:
     ap = argparse.ArgumentParser()
@@ -30,7 +32,7 @@ def main() -> int:
     ap.add_argument("--seq", type=int, required=True)
     ap.add_argument("--lora-rank", type=int, default=0)
     ap.add_argument("--reentrant", type=int, choices=(0, 1), default=1)
-    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--warmup", type=int, default=2)  # steps before the measured ones
     a = ap.parse_args()
 
     import deepspeed
@@ -67,9 +69,9 @@ def main() -> int:
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=ds)
     gen = torch.Generator().manual_seed(dist.get_rank())
     losses, measured = [], []
-    for step in range(a.steps):
+    for step in range(a.warmup + PROFILED):
         ids = torch.randint(0, cfg.vocab_size, (1, a.seq), generator=gen)
-        prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True) if step >= a.steps - 2 else None
+        prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True) if step >= a.warmup else None
         if prof:
             prof.__enter__()
         with record_function("phase:forward"):
@@ -85,8 +87,8 @@ def main() -> int:
                 measured.append(_phase_peaks(prof))
     if dist.get_rank() == 0:
         # gloo finishes a prefetch's gather on its own thread, so now and then a step holds one
-        # more gathered block at a phase's peak than the step before or after; each phase is
-        # the lower of the two steps
+        # more gathered block at a phase's peak than the steps around it (twice in a row, about
+        # one run in ten); each phase is the lowest of the profiled steps
         phases = {name: min(m[0][name] for m in measured) for name in measured[0][0]}
         print(json.dumps({"deepspeed": deepspeed.__version__, "losses": losses, "phases": phases,
                           "each_step": [m[0] for m in measured], "carried": measured[-1][1]}))

@@ -20,7 +20,8 @@ present, else reserved + CUDA context (Result.cuda_context_bytes, else that runt
 
 Verdict agreement: a reported OOM agrees when the estimate says "oom", or "tight" with the
 card-level figure above the GPU's capacity; a run that completed (a figure
-or "ran") agrees when the estimate does not say "oom".
+or "ran") agrees when the estimate does not say "oom" and names no error (a setting it says
+the run fails with, Result.errors).
 Exit status 0 unless the case file is unusable (2).
 """
 from __future__ import annotations
@@ -149,7 +150,7 @@ def evaluate(case: dict) -> dict:
     if m["what"] == "oom":
         row["agrees"] = r.verdict == "oom" or (r.verdict == "tight" and f["nvidia-smi"] > r.gpu_bytes)
     else:
-        row["agrees"] = r.verdict != "oom"
+        row["agrees"] = r.verdict != "oom" and not r.errors
     if m["what"] not in ("oom", "ran"):
         est = f[m["what"]] / GiB
         row["estimate_gib"] = est

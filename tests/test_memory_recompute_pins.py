@@ -1,10 +1,15 @@
-"""ZeRO-3 keeps a LoRA model's frozen weights gathered through backward when a reentrant
-recompute runs the layer's hooks inside the checkpoint (DeepSpeed >= 0.19.3, transformers < 5.23):
-memory.deepspeed_transients.recompute_pinned and model_states.checkpoint_reentrant.
+"""What ZeRO-3 keeps gathered through backward when checkpointed layers are recomputed, and the
+recompute that fails (memory.deepspeed_transients.recompute_pinned / recompute_fails,
+model_states.checkpoint_reentrant):
+- a LoRA model's frozen weights under a reentrant recompute with the layer's hooks inside the
+  checkpoint (DeepSpeed >= 0.19.3, transformers < 5.23);
+- every layer's weights under a non-reentrant recompute in DeepSpeed 0.16.0-0.16.7;
+- frozen weights with a non-reentrant recompute before DeepSpeed 0.19.3: CheckpointError.
 
-The estimator tests pin the rule's edges; the framework test counts it in DeepSpeed's own
-parameter coordinator (tests/frameworks/zero3_recompute_pins.py) in the two stacks that sit on
-either side of the transformers boundary."""
+The estimator tests pin the rules' edges; the framework tests count them in DeepSpeed's own
+parameter coordinator (tests/frameworks/zero3_recompute_pins.py): in the two stacks that sit on
+either side of the transformers boundary, and with the DeepSpeed releases on either side of the
+0.16.8 rollback installed beside the llamafactory stack."""
 import json
 import subprocess
 
@@ -59,6 +64,47 @@ def test_no_pinning_outside_the_rule(change):
     assert gain(**change) < 0.05 * GiB, change
 
 
+# full fine-tuning of the same model on eight 80 GB cards, non-reentrant (OpenRLHF's default)
+FULL = dict(BASE, lora_rank=0, gpu="H100-80GB", gpus=8, trainer="openrlhf")
+
+
+def leak(**kw):
+    """Backward's peak for full fine-tuning with DeepSpeed 0.16.4 over 0.16.8, all else equal."""
+    kw = {**FULL, **kw}
+    return backward(**{**kw, "deepspeed_version": kw.get("deepspeed_version", "0.16.4")}) - backward(
+        **{**kw, "deepspeed_version": "0.16.8"})
+
+
+def test_non_reentrant_recompute_holds_every_layer_in_0_16_0_to_0_16_7():
+    layers = frozen_layers_bytes()  # every decoder layer's weights in bf16, trainable here
+    for version in ("0.16.0", "0.16.4", "0.16.7"):
+        assert leak(deepspeed_version=version) > 0.5 * layers, version
+    for version in ("0.15.4", "0.16.8", "0.19.8"):
+        assert leak(deepspeed_version=version) == 0, version
+    r = estimate(Setup(**{**FULL, "deepspeed_version": "0.16.4"}))
+    assert any("DeepSpeed#7116" in n and "0.16.8" in n for n in r.notes), r.notes
+    # reentrant recomputes count their own pending gradients; one GPU gathers nothing
+    assert leak(checkpoint_reentrant=True) == 0
+    assert leak(gpus=1) == 0
+    assert leak(gradient_checkpointing=False) == 0
+
+
+def errors(**kw):
+    return estimate(Setup(**{**BASE, **kw})).errors
+
+
+def test_frozen_weights_with_non_reentrant_recompute_fail_before_0_19_3():
+    failing = dict(checkpoint_reentrant=False, deepspeed_version="0.19.2")
+    assert any("CheckpointError" in e and "0.19.3" in e for e in errors(**failing))
+    # on one rank too (measured: a released partition is an empty tensor there as well)
+    assert errors(**failing, gpus=1)
+    for change in (dict(deepspeed_version="0.19.3"), dict(checkpoint_reentrant=True), dict(lora_rank=0),
+                   dict(zero_stage=2), dict(gradient_checkpointing=False),
+                   # TRL >= 1.9 forces reentrant checkpointing for PEFT under ZeRO-3
+                   dict(trainer="trl", trl_version="1.9.0", transformers_version="5.22.0")):
+        assert not errors(**{**failing, **change}), change
+
+
 def test_trainer_defaults():
     half = 0.5 * frozen_layers_bytes()
     # LLaMA-Factory 0.9.5 pins transformers<=5.6.0 and use_reentrant_gc defaults to true
@@ -106,6 +152,24 @@ def test_readers_take_use_reentrant(tmp_path):
     assert read([str(ax)])[1]["checkpoint_reentrant"] is False
 
 
+def _coordinator(tmp_path, stack, args, release=None):
+    from ftrecipes import devenv
+    from smoke_harness import FRAMEWORKS, free_port
+
+    python = devenv.ensure_env(stack)
+    argv = [str(python), "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
+            str(FRAMEWORKS / "zero3_recompute_pins.py"), *args]
+    env = devenv.run_env(stack, release=release)
+    return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _result(proc):
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [r] = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    assert all(loss == loss and loss < 20 for loss in r["losses"]), r
+    return r
+
+
 @pytest.mark.framework
 @pytest.mark.parametrize("stack,reentrant,pinned,extra", [
     ("llamafactory", 1, True, []),   # transformers 5.6: hooks inside the checkpoint
@@ -115,19 +179,52 @@ def test_readers_take_use_reentrant(tmp_path):
     ("trl", 1, False, []),           # transformers 5.23: hooks outside
 ])
 def test_deepspeed_coordinator_counts(tmp_path, stack, reentrant, pinned, extra):
-    from ftrecipes import devenv
-    from smoke_harness import FRAMEWORKS, free_port
-
-    python = devenv.ensure_env(stack)
-    argv = [str(python), "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
-            str(FRAMEWORKS / "zero3_recompute_pins.py"), "--reentrant", str(reentrant), *extra]
-    proc = subprocess.run(argv, cwd=tmp_path, env=devenv.run_env(stack), capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    [r] = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    r = _result(_coordinator(tmp_path, stack, ["--reentrant", str(reentrant), *extra]))
     assert r["deepspeed"] == "0.19.8", r
-    assert all(loss == loss and loss < 20 for loss in r["losses"]), r
     if pinned:
         # at the bottom layer: every decoder layer's frozen weights and the head, whole
         assert r["peaks"][-1] >= r["layers"] + r["head"] - 0.01, r
     else:
         assert r["peaks"][-1] < 0.35, r
+
+
+@pytest.mark.framework
+@pytest.mark.parametrize("version,leaks", [("0.16.7", True), ("0.16.8", False)])
+def test_non_reentrant_leak_in_deepspeed_releases(tmp_path, version, leaks):
+    """Full fine-tuning, non-reentrant: the last release with PR #6726 holds every layer and the
+    head when backward returns; the rollback's release holds the usual window at most. (The rule's
+    lower edge, 0.16.0, is where #6726 was first released; read, not run here.)"""
+    from ftrecipes import devenv
+
+    release = devenv.ensure_release("llamafactory", version, package="deepspeed")
+    r = _result(_coordinator(tmp_path, "llamafactory", ["--reentrant", "0", "--full", "1"], release=release))
+    assert r["deepspeed"] == version, r
+    if leaks:
+        assert min(r["end_of_backward"]) >= r["layers"] + r["head"] - 0.01, r
+    else:
+        assert r["peaks"][-1] < 0.35 and max(r["end_of_backward"]) < 0.35, r
+
+
+@pytest.mark.framework
+def test_frozen_weights_fail_a_non_reentrant_recompute_before_0_19_3(tmp_path):
+    """LoRA, non-reentrant, DeepSpeed 0.16.7: the first backward raises CheckpointError (what
+    recompute_fails predicts); the stack's 0.19.8 runs the same script (the test above)."""
+    from ftrecipes import devenv
+
+    release = devenv.ensure_release("llamafactory", "0.16.7", package="deepspeed")
+    proc = _coordinator(tmp_path, "llamafactory", ["--reentrant", "0", "--steps", "1"], release=release)
+    assert proc.returncode != 0
+    assert "CheckpointError" in proc.stderr and "different metadata" in proc.stderr, proc.stderr[-3000:]
+
+
+def test_cli_says_will_not_run_and_exits_4(run_cli):
+    argv = ["estimate", "--model", "Qwen2.5-7B", "--gpu", "H100-80GB", "--gpus", "2", "--zero-stage", "3",
+            "--gradient-checkpointing", "--lora-rank", "16", "--framework-version", "deepspeed=0.18.4",
+            "--set", "checkpoint_reentrant=false"]
+    code, out, _ = run_cli(*argv)
+    assert code == 4 and "error: will not run: DeepSpeed 0.18.4" in out, out
+    code, out, _ = run_cli(*argv, "--json")
+    assert code == 4 and json.loads(out)["errors"], out
+    # the fix it names: reentrant checkpointing
+    code, out, _ = run_cli(*argv[:-1], "checkpoint_reentrant=true")
+    assert code == 0 and "will not run" not in out

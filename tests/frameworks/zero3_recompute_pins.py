@@ -1,4 +1,5 @@
-"""How much of a LoRA model's frozen base ZeRO-3 holds gathered during backward.
+"""How much of a LoRA model's frozen base (or, with --full 1, of a fully trained model) ZeRO-3
+holds gathered during backward.
 
     torchrun --nproc_per_node 2 tests/frameworks/zero3_recompute_pins.py --reentrant 1
 
@@ -10,9 +11,10 @@ Qwen2.5-7B's, and the "auto" buckets come from the hidden size as the HF Trainer
 DeepSpeed's release policy sees the proportions it would see on the real model.
 
 The coordinator is watched, not changed: after every fetch and release it sums the elements of
-frozen, non-persistent parameters whose full data is materialised (ds_status not NOT_AVAILABLE).
-Rank 0 prints one JSON line: the peak fraction per step, and what the decoder layers and the LM
-head are of the frozen total (what memory.deepspeed_transients.recompute_pinned assumes).
+the watched parameters (frozen ones, or every one with --full 1; never persistent ones) whose full
+data is materialised (ds_status not NOT_AVAILABLE). Rank 0 prints one JSON line: the peak fraction
+per step, the fraction still gathered when backward returns, and what the decoder layers and the
+LM head are of the watched total (what memory.deepspeed_transients.recompute_pinned assumes).
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ def main() -> int:
     # LLaMA-Factory's use_unsloth_gc: its own offloading autograd Function recomputes the layer
     # inside backward whatever use_reentrant says (llamafactory must be importable)
     ap.add_argument("--unsloth-gc", type=int, choices=(0, 1), default=0)
+    # full fine-tuning: no adapters, every parameter trained and watched
+    ap.add_argument("--full", type=int, choices=(0, 1), default=0)
     a = ap.parse_args()
 
     import deepspeed
@@ -55,7 +59,8 @@ def main() -> int:
     total = sum(p.ds_numel for p in model.parameters())
     zero["stage3_max_live_parameters"] = zero["stage3_max_reuse_distance"] = int(1e9 * total / REAL_TOTAL)
     model.enable_input_require_grads()
-    model = get_peft_model(model, LoraConfig(r=1, lora_alpha=16, lora_dropout=0.05, target_modules="all-linear"))
+    if not a.full:
+        model = get_peft_model(model, LoraConfig(r=1, lora_alpha=16, lora_dropout=0.05, target_modules="all-linear"))
     if a.unsloth_gc:
         _llamafactory_unsloth_gc(model, torch)
     else:
@@ -64,36 +69,41 @@ def main() -> int:
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=ds)
 
-    frozen = [(n, p) for n, p in engine.module.named_parameters() if not p.requires_grad and not p.ds_persist]
-    frozen_total = sum(p.ds_numel for _, p in frozen)
-    layers = sum(p.ds_numel for n, p in frozen if ".layers." in n)
-    head = sum(p.ds_numel for n, p in frozen if "lm_head" in n)
+    watched = [(n, p) for n, p in engine.module.named_parameters()
+               if (a.full or not p.requires_grad) and not p.ds_persist]
+    total = sum(p.ds_numel for _, p in watched)
+    layers = sum(p.ds_numel for n, p in watched if ".layers." in n)
+    head = sum(p.ds_numel for n, p in watched if "lm_head" in n)
     peak = [0]
+
+    def gathered():
+        return sum(p.ds_numel for _, p in watched if p.ds_status != ZeroParamStatus.NOT_AVAILABLE)
 
     def watch(method):
         def wrapped(self, *args, **kwargs):
             out = method(self, *args, **kwargs)
-            live = sum(p.ds_numel for _, p in frozen if p.ds_status != ZeroParamStatus.NOT_AVAILABLE)
-            peak[0] = max(peak[0], live)
+            peak[0] = max(peak[0], gathered())
             return out
         return wrapped
 
     Coord.fetch_sub_module = watch(Coord.fetch_sub_module)
     Coord.release_sub_module = watch(Coord.release_sub_module)
     gen = torch.Generator().manual_seed(rank)
-    peaks, losses = [], []
+    peaks, ends, losses = [], [], []
     for _ in range(a.steps):
         ids = torch.randint(0, cfg.vocab_size, (1, 64), generator=gen)
         peak[0] = 0
         loss = engine(input_ids=ids, labels=ids).loss
         engine.backward(loss)
+        ends.append(gathered() / total)
         engine.step()
-        peaks.append(peak[0] / frozen_total)
+        peaks.append(peak[0] / total)
         losses.append(float(loss))
     if rank == 0:
-        print(json.dumps({"deepspeed": deepspeed.__version__, "reentrant": bool(a.reentrant),
-                          "unsloth_gc": bool(a.unsloth_gc), "peaks": peaks,
-                          "losses": losses, "layers": layers / frozen_total, "head": head / frozen_total}))
+        print(json.dumps({"deepspeed": deepspeed.__version__.strip(), "reentrant": bool(a.reentrant),
+                          "unsloth_gc": bool(a.unsloth_gc), "full": bool(a.full), "peaks": peaks,
+                          "end_of_backward": ends, "losses": losses, "layers": layers / total,
+                          "head": head / total}))
     return 0
 
 

@@ -255,7 +255,7 @@ def _cmd_estimate(args):
                         "cannot be combined with one; change a recipe with --set KEY=VALUE (its values, e.g. "
                         "micro_batch_size, or memory settings)")
     from . import recipe, recipe_memory, values
-    from .memory.report import render_text
+    from .memory.report import exit_status, render_text
 
     from .memory import configs as memory_configs
 
@@ -268,7 +268,7 @@ def _cmd_estimate(args):
 
         atomic.write_one(args.svg, recipe_memory.svg(r, result))
     print(json.dumps(result.to_json(), indent=1) if args.json else render_text(result))
-    return {"fits": 0, "tight": 0, "oom": 3}[result.verdict]
+    return exit_status(result)
 
 
 def run_parsed(parser, argv):

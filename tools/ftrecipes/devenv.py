@@ -308,8 +308,10 @@ def ensure_env(stack: str, log=sys.stderr) -> Path:
 # installed the same way instead of the bare pin. A stack may have releases of several packages
 # (the first is the default); each release gets its own folder, <package>-<version>.
 # The trl stack also holds vLLM releases: parser only, for tests/frameworks/truth_vllm.py, which
-# checks `vllm serve` command lines with vLLM's own parser.
-RELEASES = {"openrlhf": ("openrlhf",), "trl": ("transformers", "vllm")}
+# checks `vllm serve` command lines with vLLM's own parser. The llamafactory stack holds older
+# DeepSpeed releases (pure Python without its ops, which ZeRO-3 with the trainer's own optimizer
+# does not load) for tests/frameworks/zero3_recompute_pins.py.
+RELEASES = {"openrlhf": ("openrlhf",), "trl": ("transformers", "vllm"), "llamafactory": ("deepspeed",)}
 
 
 def _release_package(stack: str, package: str | None) -> str:

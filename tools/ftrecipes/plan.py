@@ -231,6 +231,8 @@ def search(base: Setup, method: str, framework: str, global_batch: int, lora_ran
         if sig in oom:
             continue
         r = estimate(s)
+        if r.errors:
+            continue
         if r.verdict == "oom" or r.host_verdict == "oom":
             oom.add(sig)
             continue

@@ -10,7 +10,7 @@ from ..errors import UserError
 from .estimate import Setup
 from .inputs import run, setup_from_deepspeed
 from .model_states import zero_paper_model_states
-from .report import render_svg, render_text
+from .report import exit_status, render_svg, render_text
 
 
 _MAX_COUNT = 2**31 - 1  # a tensor dimension, a process count
@@ -208,7 +208,7 @@ def _estimate(args, s, assumed=()) -> int:
 
         write_one(args.svg, render_svg(r))
     print(json.dumps(r.to_json(), indent=1) if args.json else render_text(r))
-    return {"fits": 0, "tight": 0, "oom": 3}[r.verdict]
+    return exit_status(r)
 
 
 def standalone(argv=None) -> int:

@@ -152,23 +152,45 @@ def client_adam_update(elements: float, adam_impl: str) -> float:
 # PartitionedParameterCoordinator attributes a frozen parameter fetched inside a backward pass (a
 # checkpoint's recompute) to the backward submodule in progress (update_recompute_parameters,
 # added by PR #8148, "Z3: Support for activation ckpt with frozen params", released in 0.19.3) and
-# frees it when that submodule's backward ends.
+# frees it when that submodule's backward ends. Before it, a non-reentrant recompute found frozen
+# parameters already partitioned: torch's checkpoint compares what it recomputes with what the
+# forward saved and raises CheckpointError (saved shape [hidden] against [0]). Run on CPU ranks
+# (tests/test_memory_recompute_pins.py): 0.15.4, 0.16.4, 0.16.9, 0.18.4 and 0.19.2 fail in the
+# first backward, on one rank or two, 0.19.3 runs; reported on GPUs with 0.15.3 (trl#2514) and
+# 0.19.2 (transformers#47254).
 RECOMPUTE_PINS_SINCE = (0, 19, 3)
+# PR #6726 (in 0.16.0) stopped resetting a module's ds_grads_remaining in its forward pre-hook, and
+# PR #7258 rolled that back in 0.16.8 (DeepSpeed#7116: "OOM when train 70B models using 16.4"). A
+# non-reentrant checkpoint runs each submodule's forward a second time in backward to rebuild
+# what was saved; that pass counts one more pending gradient, which no backward takes off (its
+# graph is never back-propagated), so no submodule's post-backward release runs and every
+# gathered weight stays until the step partitions them all.
+GRADS_REMAINING_LEAK = ((0, 16, 0), (0, 16, 8))
 
 
-def recompute_pinned(version: tuple, *, stage: int, reentrant: bool, frozen_layer_bytes: float) -> float:
-    """GPU bytes of frozen decoder-layer weights ZeRO-3 keeps gathered through backward.
+def recompute_pinned(version: tuple, *, stage: int, reentrant: bool, hooks_inside: bool, frozen: bool,
+                     layer_bytes: float) -> float:
+    """GPU bytes of decoder-layer weights ZeRO-3 keeps gathered through backward (the caller adds
+    the LM head, held with them). layer_bytes: every decoder layer's weights in the compute dtype.
 
-    `reentrant`: the recompute runs under reentrant checkpointing with the layer's own module
-    hooks inside the checkpoint (transformers before 5.23). The first forward then runs the
-    layer's hooks under no_grad, so the layer never becomes a backward submodule, and the
-    recompute's frozen weights are attributed to a submodule above it whose backward only ends
-    with the whole pass: from 0.19.3 every layer's frozen weights (a LoRA model's base) stay
-    gathered, whole, on every rank, until backward ends. Counted in DeepSpeed's coordinator on CPU
-    (tests/frameworks/zero3_recompute_pins.py): 0.19.3 and 0.19.8 under transformers 5.6 hold
-    93 % of a LoRA model's frozen weights at the end of backward (every layer plus the head);
-    0.14.4 to 0.18.4, non-reentrant checkpointing, and transformers 5.23 at most 20-29 %, the
-    usual live window."""
-    if stage != 3 or not reentrant or version < RECOMPUTE_PINS_SINCE:
+    Reentrant (`frozen`: a LoRA model's base): with the layer's own module hooks inside the
+    checkpoint (`hooks_inside`: transformers before 5.23) the first forward runs them under
+    no_grad, the layer never becomes a backward submodule, and from 0.19.3 the recompute's frozen
+    weights are attributed to a submodule above it whose backward only ends with the whole pass.
+    Non-reentrant, 0.16.0 to 0.16.7: every layer's weights, trainable or frozen
+    (GRADS_REMAINING_LEAK). Counted in DeepSpeed's coordinator on CPU
+    (tests/frameworks/zero3_recompute_pins.py): both hold 93 % of the model (every layer plus the
+    head) at the end of backward; 0.14.4 to 0.19.8 otherwise at most 20-29 %, the usual window."""
+    if stage != 3:
         return 0.0
-    return frozen_layer_bytes
+    if not reentrant:
+        return layer_bytes if GRADS_REMAINING_LEAK[0] <= version < GRADS_REMAINING_LEAK[1] else 0.0
+    if not frozen or not hooks_inside or version < RECOMPUTE_PINS_SINCE:
+        return 0.0
+    return layer_bytes
+
+
+def recompute_fails(version: tuple, *, stage: int, reentrant: bool, frozen: bool) -> bool:
+    """Whether the first backward raises CheckpointError: frozen weights in checkpointed layers,
+    ZeRO-3, non-reentrant checkpointing, DeepSpeed before 0.19.3 (RECOMPUTE_PINS_SINCE)."""
+    return stage == 3 and frozen and not reentrant and version < RECOMPUTE_PINS_SINCE

@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass, field, replace
 from . import catalog
 from .activations import ALL_LINEAR, activations, lora_params_per_layer, lora_targets, modules_to_save_split
 from . import trl_head
-from .deepspeed_transients import Transients, gathers_allocate, recompute_pinned, resolve, transients
+from .deepspeed_transients import (Transients, gathers_allocate, recompute_fails, recompute_pinned, resolve,
+                                   transients)
 from .host import GiB, host_bytes
 from .model_states import (accelerate_native_amp, adapters_in_fp32, check_expressed, checkpoint_reentrant,
                            expressed_states, expressed_transients, fsdp_accumulated_grads, hooks_inside_checkpoint,
@@ -153,6 +154,8 @@ class Result:
     saved_activation_bytes: float
     model_states_bytes: float | None = None
     remedies: list = field(default_factory=list)
+    # settings the run fails with whatever memory it has (the verdict is about memory only)
+    errors: list = field(default_factory=list)
     # torch.cuda.max_memory_allocated / max_memory_reserved of a training process, and what the
     # card holds besides (CUDA context, NCCL, a generation engine): card = what nvidia-smi shows,
     # the figure the verdict is about. gpu_peak_bytes = allocated + context + generation.
@@ -175,7 +178,7 @@ class Result:
                         "by_category": {k: round(v) for k, v in p.by_category.items() if v}} for p in self.phases],
             "host": {k: round(v) for k, v in self.host.items()},
             "saved_activation_bytes": round(self.saved_activation_bytes),
-            "remedies": self.remedies, "notes": self.notes,
+            "remedies": self.remedies, "notes": self.notes, "errors": self.errors,
             "setup": asdict(self.setup),
         }
 
@@ -222,6 +225,7 @@ class _Plan:
     adapter_fp32: bool
     ms: object
     notes: list
+    errors: list = field(default_factory=list)
     ref_mode: str = "auto"
     ref_params: float = 0.0
     act: object = None
@@ -405,27 +409,48 @@ def _buffers(c: _Plan) -> None:
                           largest_gather=largest_gather, largest_param=c.largest_tensor,
                           offload_optimizer=c.off_opt, adam_impl=s.adam_impl if s.optimizer == "adamw" else "fused",
                           offload_param=c.off_param)
-        if (s.gradient_checkpointing and s.lora_rank and s.quantization == "none" and shape is not None
-                and gathers_allocate(c.n, c.off_param)):
-            # a LoRA model's frozen base: every decoder layer's weights in the compute dtype (not
-            # counted for quantized bases, whose packing under ZeRO-3 was not measured); nothing
-            # is held where nothing is gathered (one GPU, partitions used in place)
-            frozen = c.p * shape.num_hidden_layers * shape.layer_params()
-            c.tr.recompute_pinned = recompute_pinned(
-                _version(s.deepspeed_version), stage=c.stage, frozen_layer_bytes=frozen,
-                reentrant=checkpoint_reentrant(s, shape.model_type) and hooks_inside_checkpoint(s))
-            if c.tr.recompute_pinned:
-                c.notes.append(f"DeepSpeed {s.deepspeed_version or DEEPSPEED_DEFAULT} under reentrant checkpointing keeps every "
-                               f"layer's frozen weights gathered until backward ends "
-                               f"({c.tr.recompute_pinned / GiB:.1f} GiB per GPU); non-reentrant checkpointing "
-                               "(LLaMA-Factory use_reentrant_gc: false, elsewhere gradient_checkpointing_kwargs "
-                               "use_reentrant: false; not under TRL >= 1.9 with PEFT), "
-                               "DeepSpeed < 0.19.3 or transformers >= 5.23 avoids it")
+        if s.gradient_checkpointing and shape is not None:
+            _recompute_holds(c, shape)
     else:
         c.tr = Transients()
     c.accum_grads = fsdp_accumulated_grads(s, shape, c.total, c.trainable, c.n, c.p)
     c.xt = expressed_transients(s, shape, c.total, c.trainable, c.n, c.p, c.pt, c.ms, c.largest_tensor,
                                 accum_grads=c.accum_grads)
+
+
+def _recompute_holds(c: _Plan, shape) -> None:
+    """ZeRO-3 weights a checkpoint's recompute leaves gathered through backward, and the
+    recompute that cannot run at all (deepspeed_transients.recompute_pinned / recompute_fails)."""
+    s = c.s
+    version = _version(s.deepspeed_version)
+    reentrant = checkpoint_reentrant(s, shape.model_type)
+    frozen = bool(s.lora_rank)
+    if recompute_fails(version, stage=c.stage, reentrant=reentrant, frozen=frozen):
+        c.errors.append(f"DeepSpeed {s.deepspeed_version or DEEPSPEED_DEFAULT} ZeRO-3 with frozen base weights and "
+                        "non-reentrant gradient checkpointing raises CheckpointError in the first backward (the "
+                        "frozen weights are partitioned again before the recompute): use reentrant checkpointing "
+                        "(gradient_checkpointing_kwargs use_reentrant: true) or DeepSpeed >= 0.19.3")
+        return
+    if not gathers_allocate(c.n, c.off_param) or (frozen and s.quantization != "none"):
+        # nothing is held where nothing is gathered (one GPU, partitions used in place); a
+        # quantized base's packing under ZeRO-3 was not measured
+        return
+    c.tr.recompute_pinned = recompute_pinned(
+        version, stage=c.stage, reentrant=reentrant, hooks_inside=hooks_inside_checkpoint(s), frozen=frozen,
+        layer_bytes=c.p * shape.num_hidden_layers * shape.layer_params())
+    if not c.tr.recompute_pinned:
+        return
+    held = f"({c.tr.recompute_pinned / GiB:.1f} GiB per GPU)"
+    if reentrant:
+        c.notes.append(f"DeepSpeed {s.deepspeed_version or DEEPSPEED_DEFAULT} under reentrant checkpointing keeps every "
+                       f"layer's frozen weights gathered until backward ends {held}; non-reentrant checkpointing "
+                       "(LLaMA-Factory use_reentrant_gc: false, elsewhere gradient_checkpointing_kwargs "
+                       "use_reentrant: false; not under TRL >= 1.9 with PEFT), "
+                       "DeepSpeed < 0.19.3 or transformers >= 5.23 avoids it")
+    else:
+        c.notes.append(f"DeepSpeed {s.deepspeed_version} under non-reentrant checkpointing keeps every layer's "
+                       f"weights gathered until backward ends {held} (DeepSpeed#7116, fixed in 0.16.8): "
+                       "use DeepSpeed >= 0.16.8 or reentrant checkpointing")
 
 
 def _head_weight_bytes(c: _Plan) -> int:
@@ -517,9 +542,10 @@ def _backward(c: _Plan) -> Phase:
     # partition plus the reduce bucket. ms.grads already holds the steady value.
     grads_full = c.ms.grads
     buffers = c.tr.backward_buckets + c.tr.gathered_params + c.tr.offload_staging + c.xt["backward"]
-    # frozen weights a reentrant recompute pins (ZeRO-3, DeepSpeed >= 0.19.3) pile up layer by
-    # layer; by the bottom layer every one is gathered, with the LM head still held from the top
-    # (measured: layers + head, 93 % of the frozen model), which outgrows the usual live window
+    # weights a recompute pins (ZeRO-3: reentrant with frozen weights from 0.19.3, non-reentrant in
+    # 0.16.0-0.16.7) pile up layer by layer; by the bottom layer every one is gathered, with the LM
+    # head still held from the top (measured: layers + head, 93 % of the model), which outgrows
+    # the usual live window
     pinned = c.tr.recompute_pinned + (p * shape.vocab_size * shape.hidden_size if c.tr.recompute_pinned else 0.0)
     late = buffers + max(0.0, pinned - c.tr.gathered_params)
     if act is None:
@@ -723,7 +749,7 @@ def estimate(s: Setup) -> Result:
         phases=phases, gpu_peak_bytes=gpu_peak, peak_phase=peak_name, host=host, host_peak_bytes=host_peak,
         verdict=verdict(card["gpu_card_bytes"] - reclaimable, c.gpu.memory_bytes),
         host_verdict=verdict(host_peak, s.host_ram_bytes) if s.host_ram_bytes else None, notes=c.notes,
-        saved_activation_bytes=c.act.saved if c.act else 0.0, **card,
+        errors=c.errors, saved_activation_bytes=c.act.saved if c.act else 0.0, **card,
     )
 
 

@@ -16,6 +16,14 @@ def _g(b: float) -> str:
     return f"{b / GiB:6.1f}"
 
 
+def exit_status(r) -> int:
+    """estimate's exit status: 4 when a setting fails whatever memory it has, else 3 out of memory,
+    else 0 (fits or tight)."""
+    if r.errors:
+        return 4
+    return {"fits": 0, "tight": 0, "oom": 3}[r.verdict]
+
+
 def render_text(r: Result) -> str:
     used = [c for c in CATEGORIES if any(p.by_category.get(c, 0) for p in r.phases)]
     lines = [(f"GPU {r.gpu_name} ({r.gpu_bytes / GiB:.1f} GiB), {r.params:,} parameters "
@@ -31,6 +39,8 @@ def render_text(r: Result) -> str:
     host = ", ".join(f"{k.replace('_', ' ')} {v / GiB:.1f}" for k, v in r.host.items() if v)
     lines.append(f"host RAM per node: peak {r.host_peak_bytes / GiB:.1f} GiB ({host})"
                  + (f" -> {r.host_verdict.upper()}" if r.host_verdict else ""))
+    for e in r.errors:
+        lines.append(f"error: will not run: {e}")
     for n in r.notes:
         lines.append(f"note: {n}")
     if r.remedies:

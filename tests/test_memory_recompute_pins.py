@@ -16,7 +16,7 @@ import subprocess
 import pytest
 
 from ftrecipes.memory import catalog
-from ftrecipes.memory.estimate import Setup, estimate
+from ftrecipes.memory.estimate import Setup, estimate, replace
 from ftrecipes.memory.host import GiB
 
 # Qwen2-7B LoRA under ZeRO-3 on two 24 GB cards, LLaMA-Factory (LlamaFactory#5070's setting)
@@ -228,3 +228,17 @@ def test_cli_says_will_not_run_and_exits_4(run_cli):
     # the fix it names: reentrant checkpointing
     code, out, _ = run_cli(*argv[:-1], "checkpoint_reentrant=true")
     assert code == 0 and "will not run" not in out
+
+
+def test_remedies_leave_out_changes_the_run_would_fail_with():
+    from ftrecipes.memory.remedies import remedies
+
+    # LoRA under ZeRO-2, non-reentrant, DeepSpeed 0.18.4, on two 24 GB cards at 16k tokens: moving
+    # to ZeRO-3 would save memory but fail in the first backward
+    s = Setup(**{**BASE, "zero_stage": 2, "seq_len": 16384, "checkpoint_reentrant": False,
+                 "deepspeed_version": "0.18.4"})
+    assert estimate(replace(s, zero_stage=3)).errors
+    changes = [m["change"] for m in remedies(s, estimate(s).gpu_peak_bytes)]
+    assert changes and not any("zero_stage 2 -> 3" in c or c.startswith("zero_stage 3") for c in changes), changes
+    ok = replace(s, deepspeed_version="0.19.8")
+    assert any("-> 3" in m["change"] for m in remedies(ok, estimate(ok).gpu_peak_bytes))

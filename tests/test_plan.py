@@ -258,3 +258,21 @@ def test_openrlhf_plans_render_no_parameter_offload():
     ranked = plan.search(_base("Llama-3-8B", "A10G", 4, 1, 2048, 192 * GiB), "sft", "openrlhf", 64)
     assert ranked, "no candidate"
     assert all(c.setup.offload_param == "none" for c in ranked)
+
+
+def test_plan_leaves_out_setups_that_will_not_run():
+    """TRL LoRA with non-reentrant checkpointing on DeepSpeed 0.18.4 (TRL 1.8, before it forced
+    reentrant for PEFT under ZeRO-3): every ZeRO-3 setup with gradient checkpointing fails in its
+    first backward (estimate's errors), so plan counts and drops them; 0.19.8 keeps them."""
+    base = replace(_base("Qwen2.5-7B-Instruct", "A100-80GB", 8, 1, seq=2048, host=512 * GiB),
+                   deepspeed_version="0.18.4", checkpoint_reentrant=False, trl_version="1.8.0")
+    passed = {}
+    ranked = plan.search(base, "sft", "trl", 32, 16, "lora", passed=passed)
+    assert ranked and passed.get("will not run", 0) > 0
+    assert not any(c.setup.framework == "deepspeed" and c.setup.zero_stage == 3 and c.setup.gradient_checkpointing
+                   for c in ranked)
+    assert "will not run" in plan.render_text(ranked, 3, passed=passed)
+    assert plan.to_json(ranked, 3, passed=passed)["left_out_will_not_run"] == passed["will not run"]
+    ok = plan.search(replace(base, deepspeed_version="0.19.8"), "sft", "trl", 32, 16, "lora")
+    assert any(c.setup.framework == "deepspeed" and c.setup.zero_stage == 3 and c.setup.gradient_checkpointing
+               for c in ok)

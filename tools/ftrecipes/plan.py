@@ -232,6 +232,9 @@ def search(base: Setup, method: str, framework: str, global_batch: int, lora_ran
             continue
         r = estimate(s)
         if r.errors:
+            # a setting the run fails with whatever memory it has (estimate's "will not run")
+            if passed is not None:
+                passed["will not run"] = passed.get("will not run", 0) + 1
             continue
         if r.verdict == "oom" or r.host_verdict == "oom":
             oom.add(sig)
@@ -319,7 +322,9 @@ def to_json(ranked: list, top: int, unwritten=None, passed: dict | None = None) 
         if unwritten is not None:
             d["not_written"] = unwritten(c.setup)
         out.append(d)
-    return {"candidates": out, "searched_fitting": len(ranked), "left_out_for_lint": dict(passed or {})}
+    passed = dict(passed or {})
+    return {"candidates": out, "searched_fitting": len(ranked), "left_out_will_not_run": passed.pop("will not run", 0),
+            "left_out_for_lint": passed}
 
 
 def render_text(ranked: list, top: int, unwritten=None, passed: dict | None = None) -> str:
@@ -335,9 +340,13 @@ def render_text(ranked: list, top: int, unwritten=None, passed: dict | None = No
         reason = unwritten(c.setup) if unwritten is not None else None
         if reason:
             lines.append(f"    plan -o: not written yet ({reason})")
-    if passed:
+    flagged = {rule: n for rule, n in (passed or {}).items() if rule != "will not run"}
+    if flagged:
         lines.append("left out because `ftrecipes lint` would flag their files: "
-                     + ", ".join(f"{n} setups ({rule})" for rule, n in sorted(passed.items())))
+                     + ", ".join(f"{n} setups ({rule})" for rule, n in sorted(flagged.items())))
+    if (passed or {}).get("will not run"):
+        lines.append(f"left out because they would fail whatever memory they have (`estimate` says "
+                     f"will not run): {passed['will not run']} setups")
     return "\n".join(lines)
 
 

@@ -83,7 +83,8 @@ def remedies(s: Setup, current_peak: float, limit: int = 8, allowed=None) -> lis
             r = estimate(s2)
         except (ValueError, KeyError):
             continue
-        if r.gpu_peak_bytes < current_peak:
+        # a change the run would fail with (Result.errors) is no remedy, whatever it saves
+        if r.gpu_peak_bytes < current_peak and not r.errors:
             singles.append((cost, change, s2, r))
     if not any(r.verdict != "oom" for *_x, r in singles):
         for i, (c1, ch1, s1, _r1) in enumerate(singles):
@@ -96,7 +97,7 @@ def remedies(s: Setup, current_peak: float, limit: int = 8, allowed=None) -> lis
                         if allowed is not None and not allowed(sx):
                             break
                         r = estimate(sx)
-                        if r.gpu_peak_bytes < current_peak:
+                        if r.gpu_peak_bytes < current_peak and not r.errors:
                             singles.append((max(c1, c2) + 0.5, f"{ch1} and {chx}", sx, r))
                         break
     order = {"fits": 0, "tight": 1, "oom": 2}

@@ -422,6 +422,8 @@ def _recompute_holds(c: _Plan, shape) -> None:
     """ZeRO-3 weights a checkpoint's recompute leaves gathered through backward, and the
     recompute that cannot run at all (deepspeed_transients.recompute_pinned / recompute_fails)."""
     s = c.s
+    if c.stage != 3:
+        return
     version = _version(s.deepspeed_version)
     reentrant = checkpoint_reentrant(s, shape.model_type)
     frozen = bool(s.lora_rank)
@@ -436,7 +438,10 @@ def _recompute_holds(c: _Plan, shape) -> None:
         # quantized base's packing under ZeRO-3 was not measured
         return
     c.tr.recompute_pinned = recompute_pinned(
-        version, stage=c.stage, reentrant=reentrant, hooks_inside=hooks_inside_checkpoint(s), frozen=frozen,
+        # hooks_inside_checkpoint resolves the transformers release from the key histories, which the
+        # framework venvs that run bench/gpu_calibrate.py lack: asked only where the answer matters
+        version, stage=c.stage, reentrant=reentrant, hooks_inside=reentrant and frozen and hooks_inside_checkpoint(s),
+        frozen=frozen,
         layer_bytes=c.p * shape.num_hidden_layers * shape.layer_params())
     if not c.tr.recompute_pinned:
         return

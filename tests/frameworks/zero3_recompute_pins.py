@@ -71,7 +71,7 @@ def main() -> int:
 
     watched = [(n, p) for n, p in engine.module.named_parameters()
                if (a.full or not p.requires_grad) and not p.ds_persist]
-    total = sum(p.ds_numel for _, p in watched)
+    watched_total = sum(p.ds_numel for _, p in watched)
     layers = sum(p.ds_numel for n, p in watched if ".layers." in n)
     head = sum(p.ds_numel for n, p in watched if "lm_head" in n)
     peak = [0]
@@ -95,15 +95,15 @@ def main() -> int:
         peak[0] = 0
         loss = engine(input_ids=ids, labels=ids).loss
         engine.backward(loss)
-        ends.append(gathered() / total)
+        ends.append(gathered() / watched_total)
         engine.step()
-        peaks.append(peak[0] / total)
+        peaks.append(peak[0] / watched_total)
         losses.append(float(loss))
     if rank == 0:
         print(json.dumps({"deepspeed": deepspeed.__version__.strip(), "reentrant": bool(a.reentrant),
                           "unsloth_gc": bool(a.unsloth_gc), "full": bool(a.full), "peaks": peaks,
-                          "end_of_backward": ends, "losses": losses, "layers": layers / total,
-                          "head": head / total}))
+                          "end_of_backward": ends, "losses": losses, "layers": layers / watched_total,
+                          "head": head / watched_total}))
     return 0
 
 

@@ -212,7 +212,8 @@ def search(base: Setup, method: str, framework: str, global_batch: int, lora_ran
            adapter: str = "none", only=None, passed: dict | None = None) -> list[Candidate]:
     """Candidates that do not run out of memory, fastest first (`fits` before `tight`).
     only: a predicate on Setup; others are not considered (plan -o: what recipe files express).
-    passed: filled with {lint rule: setups left out because their files would break it}."""
+    passed: filled with {lint rule: setups left out because their files would break it}, and
+    {"will not run": setups left out because estimate names an error they fail with}."""
     best: dict = {}
     oom: set = set()
     for s in candidates(base, method, framework, global_batch, lora_rank, adapter):

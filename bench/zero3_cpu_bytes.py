@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# the tool (catalog, devenv) and the tests' harness (framework scripts, free ports), once
+# the tool (catalog) and the tests' harness (its torchrun runner), once
 for _path in (ROOT / "tools", ROOT / "tests"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
@@ -87,13 +87,11 @@ def estimated(lf: Path, model: Path, deepspeed: str, ranks: int) -> dict:
 
 def measured(tmp: Path, model: Path, ds: Path, lora_rank: int, reentrant: bool, ranks: int) -> dict:
     """The framework script's JSON line, run in the stack's venv."""
-    from ftrecipes import devenv
-    from smoke_harness import FRAMEWORKS, free_port
+    from smoke_harness import torchrun
 
-    argv = [str(devenv.ensure_env(STACK)), "-m", "torch.distributed.run", "--nproc_per_node", str(ranks),
-            "--master_port", str(free_port()), str(FRAMEWORKS / "zero3_step_bytes.py"), "--model", str(model),
-            "--ds", str(ds), "--seq", str(SEQ), "--lora-rank", str(lora_rank), "--reentrant", str(int(reentrant))]
-    proc = subprocess.run(argv, cwd=tmp, env=devenv.run_env(STACK), capture_output=True, text=True, timeout=600)
+    args = ["--model", str(model), "--ds", str(ds), "--seq", str(SEQ), "--lora-rank", str(lora_rank),
+            "--reentrant", str(int(reentrant))]
+    proc = torchrun(STACK, "zero3_step_bytes.py", args, tmp, nproc=ranks, timeout=600)
     if proc.returncode:
         raise RuntimeError(proc.stderr[-3000:])
     [run] = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]

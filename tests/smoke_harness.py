@@ -30,6 +30,17 @@ def free_port():
         return sock.getsockname()[1]
 
 
+def torchrun(stack, script, args, cwd, nproc=2, release=None, timeout=300):
+    """Run tests/frameworks/SCRIPT under torch.distributed.run in the stack's venv (with an older
+    release from devenv.ensure_release shadowing the stack's copy); the finished process, whatever
+    its exit status (some tests expect a failure)."""
+    python = devenv.ensure_env(stack)
+    argv = [str(python), "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--master_port",
+            str(free_port()), str(FRAMEWORKS / script), *args]
+    env = devenv.run_env(stack, release=release)
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
 def render_into(name, sets, run_dir):
     r = recipe_mod.load(name)
     typed = values.parse_sets(r, sets)

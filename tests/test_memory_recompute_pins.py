@@ -153,14 +153,9 @@ def test_readers_take_use_reentrant(tmp_path):
 
 
 def _coordinator(tmp_path, stack, args, release=None):
-    from ftrecipes import devenv
-    from smoke_harness import FRAMEWORKS, free_port
+    from smoke_harness import torchrun
 
-    python = devenv.ensure_env(stack)
-    argv = [str(python), "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
-            str(FRAMEWORKS / "zero3_recompute_pins.py"), *args]
-    env = devenv.run_env(stack, release=release)
-    return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    return torchrun(stack, "zero3_recompute_pins.py", args, tmp_path, release=release)
 
 
 def _result(proc):

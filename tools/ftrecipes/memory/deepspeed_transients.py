@@ -168,8 +168,7 @@ RECOMPUTE_PINS_SINCE = (0, 19, 3)
 GRADS_REMAINING_LEAK = ((0, 16, 0), (0, 16, 8))
 
 
-def recompute_pinned(version: tuple, *, stage: int, reentrant: bool, hooks_inside: bool, frozen: bool,
-                     layer_bytes: float) -> float:
+def recompute_pinned(version: tuple, *, reentrant: bool, hooks_inside: bool, frozen: bool, layer_bytes: float) -> float:
     """GPU bytes of decoder-layer weights ZeRO-3 keeps gathered through backward (the caller adds
     the LM head, held with them). layer_bytes: every decoder layer's weights in the compute dtype.
 
@@ -181,8 +180,6 @@ def recompute_pinned(version: tuple, *, stage: int, reentrant: bool, hooks_insid
     (GRADS_REMAINING_LEAK). Counted in DeepSpeed's coordinator on CPU
     (tests/frameworks/zero3_recompute_pins.py): both hold 93 % of the model (every layer plus the
     head) at the end of backward; 0.14.4 to 0.19.8 otherwise at most 20-29 %, the usual window."""
-    if stage != 3:
-        return 0.0
     if not reentrant:
         return layer_bytes if GRADS_REMAINING_LEAK[0] <= version < GRADS_REMAINING_LEAK[1] else 0.0
     if not frozen or not hooks_inside or version < RECOMPUTE_PINS_SINCE:
@@ -190,7 +187,8 @@ def recompute_pinned(version: tuple, *, stage: int, reentrant: bool, hooks_insid
     return layer_bytes
 
 
-def recompute_fails(version: tuple, *, stage: int, reentrant: bool, frozen: bool) -> bool:
-    """Whether the first backward raises CheckpointError: frozen weights in checkpointed layers,
-    ZeRO-3, non-reentrant checkpointing, DeepSpeed before 0.19.3 (RECOMPUTE_PINS_SINCE)."""
-    return stage == 3 and frozen and not reentrant and version < RECOMPUTE_PINS_SINCE
+def recompute_fails(version: tuple, *, reentrant: bool, frozen: bool) -> bool:
+    """Whether a ZeRO-3 run's first backward raises CheckpointError: frozen weights in
+    checkpointed layers, non-reentrant checkpointing, DeepSpeed before 0.19.3
+    (RECOMPUTE_PINS_SINCE)."""
+    return frozen and not reentrant and version < RECOMPUTE_PINS_SINCE

@@ -427,7 +427,7 @@ def _recompute_holds(c: _Plan, shape) -> None:
     version = _version(s.deepspeed_version)
     reentrant = checkpoint_reentrant(s, shape.model_type)
     frozen = bool(s.lora_rank)
-    if recompute_fails(version, stage=c.stage, reentrant=reentrant, frozen=frozen):
+    if recompute_fails(version, reentrant=reentrant, frozen=frozen):
         c.errors.append(f"DeepSpeed {s.deepspeed_version or DEEPSPEED_DEFAULT} ZeRO-3 with frozen base weights and "
                         "non-reentrant gradient checkpointing raises CheckpointError in the first backward (the "
                         "frozen weights are partitioned again before the recompute): use reentrant checkpointing "
@@ -440,7 +440,7 @@ def _recompute_holds(c: _Plan, shape) -> None:
     c.tr.recompute_pinned = recompute_pinned(
         # hooks_inside_checkpoint resolves the transformers release from the key histories, which the
         # framework venvs that run bench/gpu_calibrate.py lack: asked only where the answer matters
-        version, stage=c.stage, reentrant=reentrant, hooks_inside=reentrant and frozen and hooks_inside_checkpoint(s),
+        version, reentrant=reentrant, hooks_inside=reentrant and frozen and hooks_inside_checkpoint(s),
         frozen=frozen,
         layer_bytes=c.p * shape.num_hidden_layers * shape.layer_params())
     if not c.tr.recompute_pinned:

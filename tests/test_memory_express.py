@@ -851,6 +851,12 @@ def test_fsdp1_lora_keeps_gradients_for_frozen_weights_fsdp2_does_not():
     mixed, apart = (estimate(Setup(**kw, framework="fsdp", trainer="trl", transformers_version=v, mixed_precision="no"))
                     for v in ("4.38.2", "4.39.3"))
     assert phase(apart, "step")["grads"] == phase(f2, "step")["grads"]
+    # torchtune's lora_fsdp_wrap_policy (torchtune/utils/_distributed.py, April 2024) wraps every
+    # module whose weight requires grad apart, "to work around FSDP allocating extra gradient
+    # memory when wrapped with other modules"
+    tune = estimate(Setup(**kw, framework="fsdp", trainer="torchtune", mixed_precision="no"))
+    # (torchtune builds the adapters in bf16, its training dtype: 2 bytes, sharded over the 2 ranks)
+    assert phase(tune, "step")["grads"] == pytest.approx(2 * tune.trainable_params / 2, rel=1e-9)
     # and in backward only the adapters' unsharded gradient is the reduce-scatter input, not the layer's
     assert phase(mixed, "backward")["temporaries"] - phase(apart, "backward")["temporaries"] == pytest.approx(
         2 * (shape.layer_params() - f1.trainable_params / shape.num_hidden_layers), rel=1e-9)

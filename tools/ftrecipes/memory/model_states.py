@@ -583,7 +583,14 @@ def adapters_wrapped_apart(s) -> bool:
     """FSDP1 wraps the LoRA adapters apart from the frozen weights of their decoder layer."""
     from ..pep440 import parse
 
-    if s.framework != "fsdp" or not s.lora_rank or s.trainer not in _HF_TRAINERS:
+    if s.framework != "fsdp" or not s.lora_rank:
+        return False
+    if s.trainer == "torchtune":
+        # torchtune's lora_fsdp_wrap_policy (torchtune/utils/_distributed.py, read at fef3ed1,
+        # April 2024, until its LoRA recipes moved to FSDP2) makes every module whose weight
+        # requires grad, lora_a and lora_b, an FSDP unit of its own
+        return True
+    if s.trainer not in _HF_TRAINERS:
         return False
     return not s.transformers_version or parse(s.transformers_version) >= parse(_PEFT_WRAP_SINCE)
 

@@ -68,6 +68,27 @@ def test_torchtunes_nf4_scales_are_double_quantized_unless_told_otherwise():
     assert params["trl"] == params["trl plain"]
 
 
+def test_torchao_01_quantizes_each_weight_whole_at_load():
+    """torchao 0.1's to_nf4 (dtypes/nf4tensor.py quantize_tensor_nearest, read in the 0.1 wheel)
+    builds (value - nf4).abs() over the whole weight: two [numel, 16] bf16 tensors beside the
+    weight and its scaled copy, 68 bytes per element. torchtune (pinned to torchao==0.1 from April
+    to June 2024) quantizes on the GPU while it builds the model, so setup holds the quantized
+    model plus that for the largest linear. 0.2.0 quantizes 1,048,576 elements at a time."""
+    base = dict(model="Llama-2-7B", lora_rank=8, framework="torch", quantization="4bit", trainer="torchtune",
+                seq_len=512, micro_batch=2, master_weights=False, gradient_checkpointing=True)
+    old, new, unstated = (estimate(Setup(**base, torchao_version=v)) for v in ("0.1", "0.2.0", ""))
+    shape = model("Llama-2-7B")
+    big = max(i * o for i, o in shape.linear_shapes().values())  # 4096 x 11008 MLP weights
+    assert phase(old, "setup")["temporaries"] == pytest.approx(68 * big, rel=1e-9)
+    assert phase(new, "setup")["temporaries"] == phase(unstated, "setup")["temporaries"] == 0
+    assert old.peak_phase == "setup" and old.gpu_peak_bytes > new.gpu_peak_bytes
+    # bitsandbytes (other trainers) quantizes with a CUDA kernel: no such term
+    trl = estimate(Setup(**{**base, "trainer": "trl"}, torchao_version="0.1"))
+    assert phase(trl, "setup")["temporaries"] == 0
+    with pytest.raises(ValueError, match="torchao_version"):
+        estimate(Setup(**base, torchao_version="zero.one"))
+
+
 def test_qlora_adapter_dtype_follows_the_trainer():
     """PEFT upcasts LoRA weights to fp32 (autocast_adapter_dtype); TRL's SFTTrainer casts a
     quantized model's adapters back to bf16; torchtune builds everything in bf16."""

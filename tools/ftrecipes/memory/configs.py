@@ -46,7 +46,8 @@ MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "l
                "framework", "fsdp_offload", "zero3_init", "image_slices", "freeze_vision_tower", "freeze_projector",
                "adapter_fp32", "trainer", "load_dtype", "sync_each_batch", "checkpoint_reentrant",
                "varying_lengths", "checkpoint_offload", "optimizer_in_backward", "adam_impl", "mixed_precision",
-               "accelerate_version", "trl_version", "transformers_version", "loss_type", "lora_dropout")
+               "accelerate_version", "trl_version", "transformers_version", "loss_type", "lora_dropout",
+               "torchao_version")
 
 
 _MAX_INT = 2**31 - 1  # the largest count the CLI's own flags take

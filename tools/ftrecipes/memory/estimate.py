@@ -121,6 +121,8 @@ class Setup:
     trl_version: str = ""              # trainer trl: the release ("": trl_head.TRL_DEFAULT), which decides
                                        # the LM-head / loss path (trl_head.loss_path)
     loss_type: str = ""                # TRL SFTConfig.loss_type as the config states it ("": unset)
+    torchao_version: str = ""          # trainer torchtune, 4bit: torchao's release, which decides how NF4
+                                       # quantization at load allocates ("": a current one; model_states.nf4_load_bytes)
 
     def shape(self):
         return catalog.model(self.model) if self.model else None

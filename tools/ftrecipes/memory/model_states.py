@@ -261,7 +261,7 @@ def check_expressed(s) -> list[str]:
         raise ValueError(f"mixed_precision must be one of no, bf16, fp16, got {s.mixed_precision!r}")
     from ..pep440 import parse
 
-    for name in ("accelerate_version", "transformers_version"):
+    for name in ("accelerate_version", "transformers_version", "torchao_version"):
         if getattr(s, name):
             try:
                 parse(getattr(s, name))
@@ -657,6 +657,31 @@ def adam_step_temporaries(s, pt: int, trainable: float, largest_tensor: int) -> 
     return pt * trainable if s.adam_impl in ("foreach", "auto") else 2 * pt * largest_tensor
 
 
+# torchao quantizes a weight to NF4 in chunks of 1,048,576 elements from 0.2.0 (CHUNK_SIZE in
+# dtypes/nf4tensor.py, read in the 0.2.0 to 0.5.0 wheels); 0.1 compares the whole weight at once.
+_NF4_CHUNKED_SINCE = "0.2.0"
+
+
+def nf4_load_bytes(s, shape, ms: ModelStates) -> float:
+    """GPU bytes held while torchtune builds a QLoRA model with torchao 0.1 (0 otherwise).
+
+    torchao 0.1's to_nf4 (dtypes/nf4tensor.py, quantize_tensor_nearest) compares every element
+    with the 16 NF4 values at once: (value - nf4).abs() holds two [numel, 16] bf16 tensors next to
+    the weight and its scaled copy, 2 + 2 + 32 + 32 = 68 bytes per element of the weight. torchtune
+    quantizes each weight on the GPU as it builds the model (LoRALinear._create_weight_and_bias)
+    and again in load_state_dict (its NF4 copy_ override moves the bf16 source to the GPU first);
+    torchtune pinned torchao==0.1 from April to June 2024 (pyproject.toml). The last, largest
+    weight is quantized with the rest of the model already built."""
+    from ..pep440 import parse
+
+    if s.trainer != "torchtune" or s.quantization != "4bit" or not s.torchao_version:
+        return 0.0
+    if parse(s.torchao_version) >= parse(_NF4_CHUNKED_SINCE):
+        return 0.0
+    big = max(i * o for i, o in shape.linear_shapes().values())
+    return ms.params + 68 * big
+
+
 def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, pt: int,
                          ms: ModelStates, largest_tensor: int, accum_grads: float = 0.0) -> dict:
     """GPU temporaries of the non-DeepSpeed settings, by phase {forward, backward, step}; "load":
@@ -699,6 +724,8 @@ def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, p
         emb = shape.vocab_size * shape.hidden_size
         t["forward"] += p * (trainable - emb)
         t["backward"] += p * (trainable - emb)
+    if shape is not None:
+        t["load"] = max(t["load"], nf4_load_bytes(s, shape, ms))
     if s.framework == "deepspeed" and s.zero_stage == 3 and not s.zero3_init:
         # without zero.Init every rank builds the whole model in the compute dtype on its GPU
         # before DeepSpeed partitions it (and only then allocates the optimizer's partitions)

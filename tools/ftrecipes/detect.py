@@ -7,7 +7,7 @@ scores a document against them.
 import functools
 from pathlib import Path
 
-from .formats import FORMATS, detectable
+from .formats import FORMATS, detectable, unchecked_owner
 from .schemas import load_schema
 
 KINDS = detectable()
@@ -47,24 +47,34 @@ def kind_of(syntax, data, text):
     if not isinstance(data, dict):
         return None
     keys = set(data)
+    if unchecked_owner(keys):
+        return None
     if syntax == "json":
-        # Only DeepSpeed writes JSON configs: one marker suffices.
+        # Of the formats we check only DeepSpeed writes JSON configs: one marker suffices, unless
+        # most keys are not DeepSpeed's (HfArgumentParser.parse_json_file reads a trainer's
+        # arguments from JSON too, and per_device_train_batch_size is no DeepSpeed key)
         scores = {k: _score(FORMATS[k], syntax, keys) for k in KINDS if FORMATS[k].syntax == "json"}
         best = max(scores, key=lambda k: (scores[k], k), default=None)
-        return best if best is not None and scores[best] >= 1 else None
+        if best is None or scores[best] < 1 or _mostly_unknown(best, keys):
+            return None
+        return best
     for k in KINDS:
         if keys & FORMATS[k].detection.decisive:
             return k
     scores = {k: _score(FORMATS[k], syntax, keys) for k in KINDS if FORMATS[k].syntax in ("yaml", "json")}
     best = max(scores, key=lambda k: (scores[k], k))
-    known = _top_keys(best)
-    if scores[best] < 2 or (known is not None and len(keys & known) * 2 < len(keys)):
+    if scores[best] < 2 or _mostly_unknown(best, keys):
         # keys every trainer uses (output_dir, learning_rate) score for several formats: a file
         # most of whose keys the best one does not know is another format's (LLaMA-Factory's v1
         # `model:`/`peft_config:` files scored as TRL), and judging it as that one would call
         # every key an error
         return None
     return best
+
+
+def _mostly_unknown(kind, keys) -> bool:
+    known = _top_keys(kind)
+    return known is not None and len(keys & known) * 2 < len(keys)
 
 
 @functools.lru_cache(maxsize=None)

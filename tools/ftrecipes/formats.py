@@ -570,6 +570,26 @@ FORMATS = {
 }
 
 
+# Trainers whose configs share the HF Trainer's vocabulary but which lint does not check, with
+# keys only they use. A file or command holding one is theirs: judged as a TRL YAML or DeepSpeed
+# JSON, every key of its own would be a false "unknown key" error, and its own argument classes
+# may keep flags transformers removed. ms-swift: `swift sft --config x.yaml|json` and
+# swift/cli/*.py parse its argument dataclasses (swift/arguments/base_args/*.py: tuner_type,
+# train_type before 4.0, model_author, split_dataset_ratio, attn_impl), whose TrainArguments
+# keeps warmup_ratio after transformers 5.12 deprecated it (swift/trainers/arguments.py).
+UNCHECKED = {
+    "ms-swift": frozenset({"tuner_type", "train_type", "model_author", "split_dataset_ratio", "attn_impl"}),
+}
+
+
+def unchecked_owner(keys):
+    """(trainer, its keys found) when keys include one only an unchecked trainer uses, else None."""
+    for name, own in UNCHECKED.items():
+        if keys & own:
+            return name, sorted(keys & own)
+    return None
+
+
 def get(name):
     return FORMATS[name]
 

@@ -134,9 +134,13 @@ def load(path, explicit, kind=None):
     doc = sources.parse(text, path, syntax)  # what the text is written in, whatever the kind
     found = kind or detect.kind_of(syntax, doc.data, text)
     if found is None:
-        if explicit:
-            raise UserError(f"cannot tell which kind of config this is; pass --kind ({', '.join(detect.KINDS)})", path=path)
-        return None
+        if not explicit:
+            return None
+        owner = formats.unchecked_owner(set(doc.data)) if isinstance(doc.data, dict) else None
+        if owner:
+            raise UserError(f"an {owner[0]} config ({', '.join(owner[1])}): ftrecipes does not check {owner[0]} "
+                            f"configs; pass --kind to judge it as one of {', '.join(detect.KINDS)}", path=path)
+        raise UserError(f"cannot tell which kind of config this is; pass --kind ({', '.join(detect.KINDS)})", path=path)
     return Config(path, found, doc)
 
 

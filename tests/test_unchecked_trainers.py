@@ -1,0 +1,63 @@
+"""Configs of trainers lint does not check (formats.UNCHECKED) are recognised, not misjudged.
+
+ms-swift's YAML and JSON argument files (`swift sft --config`) share most keys with the HF
+Trainer's, so TRL's YAML format and DeepSpeed's one-marker JSON detection used to claim them and
+call every ms-swift key ("model_author", "tuner_type") an error. Its launch scripts pass
+`--warmup_ratio`, which its own TrainArguments keeps (swift/trainers/arguments.py) although
+transformers 5 removed it. The files under tests/foreign are ms-swift's own, copied unchanged
+(tests/foreign/SOURCES.yaml)."""
+
+import json
+import shutil
+from pathlib import Path
+
+from ftrecipes import lint
+
+SWIFT = Path(__file__).resolve().parent / "foreign" / "modelscope__ms-swift"
+
+
+def test_ms_swift_examples_get_no_findings():
+    result = lint.run([str(SWIFT)])
+    assert not result.unusable and result.findings == []
+    # the launch script is still read (its accelerate command), only its trainer flags are ms-swift's
+    assert any(str(path).endswith("train.sh") for path, _kind in result.checked)
+
+
+def test_an_ms_swift_file_named_alone_says_whose_it_is(run_cli):
+    code, out, _ = run_cli("lint", str(SWIFT / "examples/yaml/deepspeed/sft.yaml"))
+    assert code == 2 and out.count("\n") == 1
+    assert "an ms-swift config (model_author, split_dataset_ratio, tuner_type)" in out
+    code, out, _ = run_cli("lint", str(SWIFT / "examples/yaml/deepspeed/sft.json"))
+    assert code == 2 and "ms-swift" in out
+
+
+def test_the_ms_swift_keys_are_what_decides(run_cli, tmp_path):
+    """Without its own keys the same script is an HF-Trainer script again (the removed flag is
+    reported), and the same YAML is TRL's (its unknown keys are reported)."""
+    script = (SWIFT / "examples/train/multi-gpu/fsdp2_lora/train.sh").read_text()
+    assert "--tuner_type lora" in script and "--model_author swift" in script
+    plain = script.replace("--tuner_type lora \\\n", "").replace("--model_author swift \\\n", "")
+    (tmp_path / "train.sh").write_text(plain.replace("--model_name swift-robot", "--model_name x"))
+    code, out, _ = run_cli("lint", str(tmp_path / "train.sh"))
+    assert code == 1 and "removed-trainer-flag --warmup_ratio" in out, out
+    yaml_text = (SWIFT / "examples/yaml/deepspeed/sft.yaml").read_text()
+    kept = "\n".join(l for l in yaml_text.splitlines()
+                     if not l.startswith(("tuner_type", "model_author", "split_dataset_ratio", "attn_impl")))
+    (tmp_path / "sft.yaml").write_text(kept + "\n")
+    code, out, _ = run_cli("lint", str(tmp_path / "sft.yaml"))
+    assert code == 1 and "unknown key 'model_name'" in out, out
+
+
+def test_a_trainer_arguments_json_is_not_taken_for_deepspeed(run_cli, tmp_path):
+    """HfArgumentParser.parse_json_file reads TrainingArguments from JSON: gradient_accumulation_steps
+    is a DeepSpeed marker too, but a file most of whose keys DeepSpeed does not have is not
+    DeepSpeed's. A DeepSpeed file with one stray key still is."""
+    args = {"output_dir": "out", "per_device_train_batch_size": 2, "learning_rate": 1e-5,
+            "gradient_accumulation_steps": 4, "num_train_epochs": 1}
+    (tmp_path / "args.json").write_text(json.dumps(args))
+    code, out, _ = run_cli("lint", str(tmp_path / "args.json"))
+    assert code == 2 and "cannot tell which kind" in out
+    ds = {"train_batch_size": 8, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 2}, "bogus": 1}
+    (tmp_path / "ds.json").write_text(json.dumps(ds))
+    code, out, _ = run_cli("lint", str(tmp_path / "ds.json"))
+    assert code == 1 and "unknown key 'bogus'" in out

@@ -26,7 +26,7 @@ def test_ms_swift_examples_get_no_findings():
 def test_an_ms_swift_file_named_alone_says_whose_it_is(run_cli):
     code, out, _ = run_cli("lint", str(SWIFT / "examples/yaml/deepspeed/sft.yaml"))
     assert code == 2 and out.count("\n") == 1
-    assert "an ms-swift config (model_author, split_dataset_ratio, tuner_type)" in out
+    assert "a config for ms-swift (model_author, split_dataset_ratio, tuner_type)" in out
     code, out, _ = run_cli("lint", str(SWIFT / "examples/yaml/deepspeed/sft.json"))
     assert code == 2 and "ms-swift" in out
 
@@ -61,3 +61,21 @@ def test_a_trainer_arguments_json_is_not_taken_for_deepspeed(run_cli, tmp_path):
     (tmp_path / "ds.json").write_text(json.dumps(ds))
     code, out, _ = run_cli("lint", str(tmp_path / "ds.json"))
     assert code == 1 and "unknown key 'bogus'" in out
+
+
+def test_megatron_core_parallel_sizes_mark_a_file_lint_cannot_judge(run_cli, tmp_path):
+    """LLaMA-Factory's examples/megatron/*.yaml run with USE_MCA=1, where mcore_adapter's
+    McaSeq2SeqTrainingArguments takes Megatron-Core's keys (hparams/parser.py _TRAIN_MCA_ARGS,
+    read at v0.9.5). Judged against the plain LLaMA-Factory schema every such key was an error."""
+    text = ("model_name_or_path: Qwen/Qwen3-30B-A3B-Instruct-2507\nstage: sft\nfinetuning_type: full\n"
+            "template: qwen3_nothink\ncutoff_len: 4096\noutput_dir: out\nper_device_train_batch_size: 1\n"
+            "tensor_model_parallel_size: 1\npipeline_model_parallel_size: 4\nexpert_model_parallel_size: 2\n"
+            "use_distributed_optimizer: true\n")
+    (tmp_path / "mca.yaml").write_text(text)
+    code, out, _ = run_cli("lint", str(tmp_path))
+    assert out.strip() == "" or "unknown key" not in out, out
+    code, out, _ = run_cli("lint", str(tmp_path / "mca.yaml"))
+    assert code == 2 and "a config for Megatron-Core (expert_model_parallel_size" in out, out
+    # with --kind it is judged as LLaMA-Factory's, and the keys plain LLaMA-Factory lacks are reported
+    code, out, _ = run_cli("lint", "--kind", "llamafactory", str(tmp_path / "mca.yaml"))
+    assert code == 1 and "unknown key 'tensor_model_parallel_size'" in out

@@ -577,8 +577,14 @@ FORMATS = {
 # swift/cli/*.py parse its argument dataclasses (swift/arguments/base_args/*.py: tuner_type,
 # train_type before 4.0, model_author, split_dataset_ratio, attn_impl), whose TrainArguments
 # keeps warmup_ratio after transformers 5.12 deprecated it (swift/trainers/arguments.py).
+# Megatron-Core: its parallel sizes (ModelParallelConfig) are keys of the trainers built on it,
+# LLaMA-Factory's USE_MCA=1 mode (hparams/parser.py _TRAIN_MCA_ARGS: mcore_adapter's
+# McaSeq2SeqTrainingArguments, e.g. its examples/megatron/*.yaml), its Megatron-Bridge mode and
+# ms-swift's megatron commands; no format lint checks has them.
 UNCHECKED = {
     "ms-swift": frozenset({"tuner_type", "train_type", "model_author", "split_dataset_ratio", "attn_impl"}),
+    "Megatron-Core": frozenset({"tensor_model_parallel_size", "pipeline_model_parallel_size",
+                                "expert_model_parallel_size"}),
 }
 
 

@@ -138,8 +138,8 @@ def load(path, explicit, kind=None):
             return None
         owner = formats.unchecked_owner(set(doc.data)) if isinstance(doc.data, dict) else None
         if owner:
-            raise UserError(f"an {owner[0]} config ({', '.join(owner[1])}): ftrecipes does not check {owner[0]} "
-                            f"configs; pass --kind to judge it as one of {', '.join(detect.KINDS)}", path=path)
+            raise UserError(f"a config for {owner[0]} ({', '.join(owner[1])}), which ftrecipes does not check; "
+                            f"pass --kind to judge it as one of {', '.join(detect.KINDS)}", path=path)
         raise UserError(f"cannot tell which kind of config this is; pass --kind ({', '.join(detect.KINDS)})", path=path)
     return Config(path, found, doc)
 

@@ -79,3 +79,29 @@ def test_megatron_core_parallel_sizes_mark_a_file_lint_cannot_judge(run_cli, tmp
     # with --kind it is judged as LLaMA-Factory's, and the keys plain LLaMA-Factory lacks are reported
     code, out, _ = run_cli("lint", "--kind", "llamafactory", str(tmp_path / "mca.yaml"))
     assert code == 1 and "unknown key 'tensor_model_parallel_size'" in out
+
+
+ACCELERATE = Path(__file__).resolve().parent / "foreign" / "huggingface__accelerate"
+
+
+def test_an_accelerate_sagemaker_config_is_not_judged_as_a_cluster_config(run_cli, tmp_path):
+    """accelerate reads compute_environment AMAZON_SAGEMAKER files as SageMakerConfig, whose required
+    fields are ec2_instance_type and iam_role_name; judged against ClusterConfig they were four false
+    errors. accelerate's own test config (tests/foreign/SOURCES.yaml) is skipped in a walk."""
+    result = lint.run([str(ACCELERATE)])
+    assert result.findings == [] and result.checked == []
+    code, out, _ = run_cli("lint", str(ACCELERATE / "tests/test_configs/0_30_0_sagemaker.yaml"))
+    assert code == 2 and "a config for accelerate on SageMaker (ec2_instance_type, iam_role_name)" in out
+
+
+def test_accelerate_keys_its_launcher_reads_are_not_unknown(run_cli, tmp_path):
+    """fp8_config.backend: launch puts the YAML value into ACCELERATE_FP8_BACKEND as written and
+    Accelerator reads it as FP8BackendType ("TE"), so the upper-case value accelerate's templates
+    use is right. fsdp_config.fsdp_ignored_modules: utils/launch.py reads it with getattr though
+    no flag names it. A made-up fsdp key is still reported."""
+    text = ("compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nmixed_precision: fp8\nnum_processes: 2\n"
+            "fp8_config:\n  backend: TE\nfsdp_config:\n  fsdp_version: 2\n  fsdp_ignored_modules: vision_tower\n"
+            "  fsdp_ignored_modulez: x\n")
+    (tmp_path / "acc.yaml").write_text(text)
+    code, out, _ = run_cli("lint", str(tmp_path / "acc.yaml"))
+    assert code == 1 and out.count("\n") == 1 and "unknown key 'fsdp_ignored_modulez'" in out, out

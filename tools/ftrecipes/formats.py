@@ -585,6 +585,10 @@ UNCHECKED = {
     "ms-swift": frozenset({"tuner_type", "train_type", "model_author", "split_dataset_ratio", "attn_impl"}),
     "Megatron-Core": frozenset({"tensor_model_parallel_size", "pipeline_model_parallel_size",
                                 "expert_model_parallel_size"}),
+    # `accelerate launch` reads a file whose compute_environment is AMAZON_SAGEMAKER as a
+    # SageMakerConfig (commands/config/config_args.py load_config_from_file), not the ClusterConfig
+    # accelerate.schema.json describes; these are its two required fields
+    "accelerate on SageMaker": frozenset({"ec2_instance_type", "iam_role_name"}),
 }
 
 

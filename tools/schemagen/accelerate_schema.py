@@ -18,6 +18,7 @@ import accelerate  # noqa: E402
 from accelerate.commands.config.config_args import ClusterConfig  # noqa: E402
 from accelerate.commands.launch import launch_command_parser  # noqa: E402
 from accelerate.utils import DistributedType, DynamoBackend  # noqa: E402
+from accelerate.utils.dataclasses import FP8BackendType  # noqa: E402
 from accelerate.utils import constants as C  # noqa: E402
 
 from common import argparse_scalar, closed_object, short, write  # noqa: E402
@@ -58,6 +59,10 @@ OVERRIDES = {
     "fsdp_transformer_layer_cls_to_wrap": {"type": "string"},
     "fsdp_min_num_params": {"type": "integer", "minimum": 0},
     "dynamo_backend": {"enum": [b.value for b in DynamoBackend] + [b.value.lower() for b in DynamoBackend]},
+    # launch copies a YAML value into ACCELERATE_FP8_BACKEND unchanged (utils/launch.py
+    # setup_fp8_env) and Accelerator.fp8_backend reads it as FP8BackendType, whose values are upper
+    # case ("TE" in accelerate's own config templates); the flag's argparse choices are lower case
+    "fp8_backend": {"enum": ["ao", "te", "msamp"] + [b.value for b in FP8BackendType if b.value != "NO"]},
     "fp8_override_linear_precision": {"anyOf": [{"type": "array", "items": {"type": "boolean"}, "minItems": 3, "maxItems": 3}, {"type": "string"}]},
     "parallelism_config_sp_seq_length": {"type": ["integer", "string", "null"]},
 }
@@ -80,6 +85,19 @@ GROUPS = {
     "mpirun_config": ("MPI Arguments", None, "mpirun settings for multi-CPU launches."),
     "parallelism_config": ("ParallelismConfig Arguments", None, "ND-parallelism sizes (FSDP2 + TP/CP/SP)."),
 }
+
+
+def read_without_flag(prefix):
+    """Namespace attributes accelerate's utils/launch.py reads with getattr(args, "<prefix>...")."""
+    import inspect
+    import re
+
+    from accelerate.utils import launch as launch_env
+
+    if not prefix:
+        return set()
+    names = set(re.findall(r'getattr\(args, "(\w+)"', inspect.getsource(launch_env)))
+    return {n for n in names if n.startswith(prefix)}
 
 
 def action_schema(a):
@@ -163,6 +181,15 @@ def build():
                 sub = group_schema(parser, title, prefix, desc)
             if name == "fsdp_config":
                 sub["allOf"] = fsdp_by_version()
+            for key in sorted(read_without_flag(prefix)):
+                # launch copies a section's keys onto its namespace, and utils/launch.py reads these
+                # from it with getattr (fsdp_ignored_modules -> FSDP_IGNORED_MODULES) though no flag
+                # names them: they take effect, so they are not unknown
+                if key not in sub["properties"]:
+                    sub["properties"][key] = {"description": short(f"Read by accelerate launch (utils/launch.py) "
+                                                                   f"though no launch flag names it.")}
+                    if prefix and key.startswith(prefix):
+                        sub["properties"][key[len(prefix):]] = dict(sub["properties"][key])
             if name == "fp8_config":
                 for k, (launch, s) in FP8_CONFIG_WRITER_KEYS.items():
                     sub["properties"][k] = dict(s, description=f"Written by `accelerate config`; corresponds to launch --{launch}.")

@@ -573,16 +573,16 @@ FORMATS = {
 # Trainers whose configs share the HF Trainer's vocabulary but which lint does not check, with
 # keys only they use. A file or command holding one is theirs: judged as a TRL YAML or DeepSpeed
 # JSON, every key of its own would be a false "unknown key" error, and its own argument classes
-# may keep flags transformers removed. ms-swift: `swift sft --config x.yaml|json` and
-# swift/cli/*.py parse its argument dataclasses (swift/arguments/base_args/*.py: tuner_type,
-# train_type before 4.0, model_author, split_dataset_ratio, attn_impl), whose TrainArguments
-# keeps warmup_ratio after transformers 5.12 deprecated it (swift/trainers/arguments.py).
-# Megatron-Core: its parallel sizes (ModelParallelConfig) are keys of the trainers built on it,
-# LLaMA-Factory's USE_MCA=1 mode (hparams/parser.py _TRAIN_MCA_ARGS: mcore_adapter's
-# McaSeq2SeqTrainingArguments, e.g. its examples/megatron/*.yaml), its Megatron-Bridge mode and
-# ms-swift's megatron commands; no format lint checks has them.
+# may keep flags transformers removed.
 UNCHECKED = {
+    # `swift sft --config x.yaml|json` and swift/cli/*.py parse its argument dataclasses
+    # (swift/arguments/base_args/*.py; train_type before 4.0), whose TrainArguments keeps
+    # warmup_ratio after transformers 5.12 deprecated it (swift/trainers/arguments.py)
     "ms-swift": frozenset({"tuner_type", "train_type", "model_author", "split_dataset_ratio", "attn_impl"}),
+    # Megatron-Core's parallel sizes (ModelParallelConfig) are keys of the trainers built on it:
+    # LLaMA-Factory's USE_MCA=1 mode (hparams/parser.py _TRAIN_MCA_ARGS, mcore_adapter's
+    # McaSeq2SeqTrainingArguments: its examples/megatron/*.yaml), its Megatron-Bridge mode and
+    # ms-swift's megatron commands
     "Megatron-Core": frozenset({"tensor_model_parallel_size", "pipeline_model_parallel_size",
                                 "expert_model_parallel_size"}),
     # `accelerate launch` reads a file whose compute_environment is AMAZON_SAGEMAKER as a

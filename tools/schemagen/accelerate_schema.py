@@ -9,7 +9,9 @@ argparse namespace (commands/launch.py::_validate_launch_command), where unknown
 ignored: their keys and help come from launch_command_parser()'s argument groups.
 """
 import dataclasses
+import inspect
 import pathlib
+import re
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -20,6 +22,7 @@ from accelerate.commands.launch import launch_command_parser  # noqa: E402
 from accelerate.utils import DistributedType, DynamoBackend  # noqa: E402
 from accelerate.utils.dataclasses import FP8BackendType  # noqa: E402
 from accelerate.utils import constants as C  # noqa: E402
+from accelerate.utils import launch as launch_env  # noqa: E402
 
 from common import argparse_scalar, closed_object, short, write  # noqa: E402
 
@@ -87,17 +90,10 @@ GROUPS = {
 }
 
 
-def read_without_flag(prefix):
-    """Namespace attributes accelerate's utils/launch.py reads with getattr(args, "<prefix>...")."""
-    import inspect
-    import re
-
-    from accelerate.utils import launch as launch_env
-
-    if not prefix:
-        return set()
-    names = set(re.findall(r'getattr\(args, "(\w+)"', inspect.getsource(launch_env)))
-    return {n for n in names if n.startswith(prefix)}
+# Namespace attributes accelerate's utils/launch.py reads with getattr(args, "..."): launch copies a
+# config section's keys onto its namespace, so such a key takes effect though no flag names it
+# (fsdp_ignored_modules -> FSDP_IGNORED_MODULES).
+READ_WITHOUT_FLAG = frozenset(re.findall(r'getattr\(args, "(\w+)"', inspect.getsource(launch_env)))
 
 
 def action_schema(a):
@@ -181,15 +177,11 @@ def build():
                 sub = group_schema(parser, title, prefix, desc)
             if name == "fsdp_config":
                 sub["allOf"] = fsdp_by_version()
-            for key in sorted(read_without_flag(prefix)):
-                # launch copies a section's keys onto its namespace, and utils/launch.py reads these
-                # from it with getattr (fsdp_ignored_modules -> FSDP_IGNORED_MODULES) though no flag
-                # names them: they take effect, so they are not unknown
+            for key in sorted(k for k in READ_WITHOUT_FLAG if prefix and k.startswith(prefix)):
                 if key not in sub["properties"]:
-                    sub["properties"][key] = {"description": short(f"Read by accelerate launch (utils/launch.py) "
-                                                                   f"though no launch flag names it.")}
-                    if prefix and key.startswith(prefix):
-                        sub["properties"][key[len(prefix):]] = dict(sub["properties"][key])
+                    note = {"description": "Read by accelerate launch (utils/launch.py) though no launch flag names it."}
+                    sub["properties"][key] = note
+                    sub["properties"][key[len(prefix):]] = dict(note)
             if name == "fp8_config":
                 for k, (launch, s) in FP8_CONFIG_WRITER_KEYS.items():
                     sub["properties"][k] = dict(s, description=f"Written by `accelerate config`; corresponds to launch --{launch}.")

@@ -493,7 +493,7 @@ def fsdp_upcast(s) -> str:
     if s.framework == "fsdp":
         if v < parse(_FSDP1_UPCAST_SINCE):
             return "none"
-        return "units" if s.lora_rank and not adapters_wrapped_apart(s) else "trainable"
+        return "units" if frozen_in_lora_units(s) else "trainable"
     return next(cast for before, cast in _FSDP2_UPCAST if before is None or v < parse(before))
 
 
@@ -529,8 +529,8 @@ def expressed_states(s, shape, total: int, trainable: int, n: int, stage: int, p
     whole = 0.0
     qn = 0
     units = fsdp_upcast(s) == "units"
-    if shape is not None and s.lora_rank and s.framework == "fsdp" and not adapters_wrapped_apart(s):
-        # every decoder layer (one FSDP unit) mixes frozen base weights with LoRA adapters
+    if shape is not None and frozen_in_lora_units(s):
+        # the unit's flat gradient covers its frozen weights too
         frozen_grads = (4 if units else load_bytes(s, p)) * shape.num_hidden_layers * shape.layer_params()
     if shape is not None and s.lora_rank and s.modules_to_save:
         from .activations import modules_to_save_params
@@ -593,6 +593,12 @@ def adapters_wrapped_apart(s) -> bool:
     if s.trainer not in _HF_TRAINERS:
         return False
     return not s.transformers_version or parse(s.transformers_version) >= parse(_PEFT_WRAP_SINCE)
+
+
+def frozen_in_lora_units(s) -> bool:
+    """FSDP1 LoRA whose decoder-layer units (FlatParameters) hold frozen base weights and
+    adapters together."""
+    return s.framework == "fsdp" and bool(s.lora_rank) and not adapters_wrapped_apart(s)
 
 
 # accelerate's fsdp2_prepare_model from 1.14.0 (absent in 1.13.0; read in the 1.14.0 wheel and
@@ -662,6 +668,11 @@ def adam_step_temporaries(s, pt: int, trainable: float, largest_tensor: int) -> 
 _NF4_CHUNKED_SINCE = "0.2.0"
 
 
+def largest_linear(shape) -> int:
+    """Elements of the model's largest linear weight."""
+    return max(i * o for i, o in shape.linear_shapes().values())
+
+
 def nf4_load_bytes(s, shape, ms: ModelStates) -> float:
     """GPU bytes held while torchtune builds a QLoRA model with torchao 0.1 (0 otherwise).
 
@@ -678,8 +689,7 @@ def nf4_load_bytes(s, shape, ms: ModelStates) -> float:
         return 0.0
     if parse(s.torchao_version) >= parse(_NF4_CHUNKED_SINCE):
         return 0.0
-    big = max(i * o for i, o in shape.linear_shapes().values())
-    return ms.params + 68 * big
+    return ms.params + 68 * largest_linear(shape)
 
 
 def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, pt: int,
@@ -691,9 +701,8 @@ def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, p
     if shape is not None and s.quantization != "none":
         # bitsandbytes MatMul4Bit / MatMul8bitLt dequantize the weight of the running linear to
         # the compute dtype in forward and again in backward (F.dequantize_4bit(B, state))
-        big = max(i * o for i, o in shape.linear_shapes().values())
-        t["forward"] += p * big
-        t["backward"] += p * big
+        t["forward"] += p * largest_linear(shape)
+        t["backward"] += p * largest_linear(shape)
     if shape is not None and s.framework in ("fsdp", "fsdp2"):
         # one decoder layer is one FSDP unit (accelerate's TRANSFORMER_BASED_WRAP); the root unit
         # (embeddings, final norm, LM head) stays gathered through forward and backward, or only
@@ -711,8 +720,8 @@ def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, p
         t["forward"] += gathered
         # the unit's unsharded gradient (reduce-scatter input): the whole flat parameter under
         # FSDP1 (unless the adapters are units of their own), only trainable parameters under FSDP2
-        apart = s.framework == "fsdp2" or adapters_wrapped_apart(s)
-        unit_grad = unit if not s.lora_rank or not apart else trainable / shape.num_hidden_layers
+        whole_unit = not s.lora_rank or frozen_in_lora_units(s)
+        unit_grad = unit if whole_unit else trainable / shape.num_hidden_layers
         if accum_grads:
             unit_grad = 0  # part of the accumulated unsharded gradients (fsdp_accumulated_grads)
         t["backward"] += gathered + p * unit_grad

@@ -5,6 +5,7 @@ scores a document against them.
 """
 
 import functools
+import re
 from pathlib import Path
 
 from .formats import FORMATS, detectable, unchecked_owner
@@ -70,6 +71,43 @@ def kind_of(syntax, data, text):
         # every key an error
         return None
     return best
+
+
+_YAML_TOP_KEY = re.compile(r"^([A-Za-z_][\w.-]*)[ \t]*:(?:[ \t]|$)", re.M)
+
+
+def surface_keys(syntax, text):
+    """The top-level keys a file's text names, read without parsing it (the file may not parse).
+
+    YAML: names at the start of a line followed by a colon. JSON: strings followed by a colon at
+    depth one, skipping // and /* */ comments, so JSONC and JSON with NaN still give their keys."""
+    if syntax != "json":
+        return _YAML_TOP_KEY.findall(text)
+    keys, depth, i, n = [], 0, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            k = j + 1
+            while k < n and text[k] in " \t\r\n":
+                k += 1
+            if depth == 1 and k < n and text[k] == ":":
+                keys.append(text[i + 1:j])
+            i = j + 1
+            continue
+        if text.startswith("//", i):
+            i = text.find("\n", i)
+            i = n if i < 0 else i
+            continue
+        if text.startswith("/*", i):
+            i = text.find("*/", i + 2)
+            i = n if i < 0 else i + 2
+            continue
+        depth += (c in "{[") - (c in "}]")
+        i += 1
+    return keys
 
 
 def _mostly_unknown(kind, keys) -> bool:

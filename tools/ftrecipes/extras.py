@@ -12,6 +12,9 @@ ModelConfig))` where their own subclasses add fields (`dataset_mixture`, `chat_t
 """
 
 import ast
+import functools
+import os
+import re
 from pathlib import Path
 
 from . import detect, sources
@@ -37,6 +40,53 @@ def from_entry_point(script, root):
     root/src/open_r1/configs.py or root/open_r1/configs.py)."""
     files = [Path(script)] + _local_imports(Path(script), Path(root) if root else Path(script).parent)
     return load([str(f) for f in files]).get("trl", {})
+
+
+# A repository's scripts are looked for among at most this many .py files, so a linted checkout
+# of a large project costs a bounded walk.
+MAX_SCRIPTS = 4000
+_PARSER_CALL = re.compile(r"\b(?:TrlParser|HfArgumentParser)\s*\(")
+
+
+@functools.lru_cache(maxsize=32)
+def from_repository(root, skip_dirs=frozenset()):
+    """Keys the repository's own argument-parsing scripts add, for a TRL-style YAML that no launch
+    command links to its script (open-r1's recipes run as `accelerate launch src/open_r1/grpo.py
+    --config $CONFIG` from a Slurm file with variables; philschmid's recipes from a README).
+
+    Every .py file under root that builds a TrlParser or HfArgumentParser counts as an entry
+    point (from_entry_point: its @dataclass fields and those of the modules it imports). A key one
+    of them defines is the repository's own, not a typo; a file fed to the plain `trl` CLI instead
+    would be refused on it, which lint then misses: a missed error costs less than an error on
+    every recipe of a repository whose scripts read them correctly."""
+    keys = {}
+    for script in _scripts(Path(root), skip_dirs):
+        try:
+            found = from_entry_point(script, root)
+        except UserError:
+            continue  # a script that does not parse declares nothing
+        for key, cls in found.items():
+            keys.setdefault(key, cls)
+    return keys
+
+
+def _scripts(root, skip_dirs):
+    seen = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in skip_dirs and not d.startswith("."))
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            seen += 1
+            if seen > MAX_SCRIPTS:
+                return
+            path = Path(folder, name)
+            try:
+                text = sources.read_text(path, max_bytes=MAX_BYTES)
+            except UserError:
+                continue
+            if _PARSER_CALL.search(text):
+                yield path
 
 
 def _local_imports(script, root):

@@ -36,6 +36,7 @@ class Config:
     # --config_file x.yaml --num_processes 8`): {key: (launch Config, command index)}.
     overridden: dict = field(default_factory=dict)
     extras: dict = field(default_factory=dict)  # {key: class}: keys the script that reads this file adds
+    linked: bool = False  # a launch command names the script that reads this file
     # {framework: version} it is judged at (--framework-version, else the repo's pins): found once,
     # asked by the schema check and two rules.
     framework_versions: dict | None = None
@@ -243,7 +244,8 @@ def _trainer_overrides(cfg, i, cmd, by_path):
 
 def apply_entry_points(configs):
     """Give each TRL-style file the keys of the script its launch command passes it to
-    (`accelerate launch src/open_r1/grpo.py --config recipes/x.yaml`, `python -m open_r1.sft --config ...`)."""
+    (`accelerate launch src/open_r1/grpo.py --config recipes/x.yaml`, `python -m open_r1.sft --config ...`);
+    a file no command links gets those of every argument-parsing script of its repository."""
     by_path = {os.path.normpath(c.path): c for c in configs}
     for cfg in configs:
         for cmd in cfg.commands:
@@ -253,8 +255,12 @@ def apply_entry_points(configs):
             if target is not None and target.kind == "trl" and script:
                 try:
                     target.extras.update(extras_mod.from_entry_point(script, cfg.root))
+                    target.linked = True
                 except UserError:
                     pass  # a script we cannot read declares nothing; its YAML is checked as plain TRL
+    for cfg in configs:
+        if cfg.kind == "trl" and not cfg.linked and cfg.root:
+            cfg.extras.update(extras_mod.from_repository(cfg.root, frozenset(IGNORED_DIRS)))
 
 
 def _entry_point(cfg, cmd):
@@ -326,6 +332,24 @@ def _groups(configs):
 _PLACEHOLDER = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\{\{.*?\}\}")
 
 
+def _not_ours(path):
+    """True for a file found while walking whose text names no keys of a format we check.
+
+    Such a file failed to parse (JSON with comments or NaN, YAML with Python tags, an empty file),
+    and the frameworks' parsers would refuse it too; but a walk reaches every .json and .yaml of a
+    repository, and tsconfig.json or mkdocs.yml reported as unusable configs are false alarms. The
+    keys are read off the text (detect.surface_keys), so a DeepSpeed JSON with a trailing comma
+    still names zero_optimization and is reported."""
+    try:
+        text = sources.read_text(path, max_bytes=MAX_BYTES)
+    except UserError:
+        return False  # unreadable (binary, too large, a link loop): reported as it is
+    syntax = detect.syntax_of(path, text)
+    if syntax == "shell":
+        return False
+    return detect.kind_of(syntax, dict.fromkeys(detect.surface_keys(syntax, text)), text) is None
+
+
 def _template(path):
     """True for a file with ${VAR} or {{ var }} placeholders (DeepSpeedExamples' ds_config_temp.json,
     which its run.sh fills in with sed): it does not parse until a script has substituted them."""
@@ -342,7 +366,7 @@ def run(targets, kind=None, options=None, ignore=(), skip_unknown=False, root=No
     configs = []
     seen = set()
 
-    def add(path, explicit, kind_=None):
+    def add(path, explicit, kind_=None, walked=False):
         key = os.path.normpath(path)
         if key in seen:
             return
@@ -352,6 +376,8 @@ def run(targets, kind=None, options=None, ignore=(), skip_unknown=False, root=No
         except UserError as err:
             if not explicit and _template(path):
                 return  # found while walking a folder: an input of some script, not a config
+            if walked and not explicit and _not_ours(path):
+                return  # another tool's file that does not parse as a config (tsconfig, mkdocs.yml)
             result.unusable.append(err)
             return
         if cfg is None:
@@ -363,7 +389,7 @@ def run(targets, kind=None, options=None, ignore=(), skip_unknown=False, root=No
             add(ref, False)
 
     for path, explicit in discover(targets, ignore):
-        add(path, explicit and not skip_unknown, kind)
+        add(path, explicit and not skip_unknown, kind, walked=not explicit)
     apply_entry_points(configs)
     for cfg in configs:
         result.checked.append((cfg.path, cfg.kind))

@@ -19,11 +19,16 @@ def read(text, path, fmt):
     return None
 
 
-def module_commands(text, prefix):
-    """(command, module index) for every command in the script that runs a module under prefix."""
+def module_commands(text, prefix, schema_name=None):
+    """(command, module index) for every command in the script that runs a module under prefix.
+
+    Where the schema lists the modules it was generated from (x-framework.commands), only those
+    count: `openrlhf.cli.serve_rm` parses flags of its own (--port, --batch_size), and judging them
+    by the trainers' argparse would call each an unknown key."""
+    listed = schemas.load_schema(schema_name).get("x-framework", {}).get("commands") if schema_name else None
     for cmd in shellcmd.commands(text):
         idx = shellcmd.find_module(cmd, prefix)
-        if idx is not None:
+        if idx is not None and (not listed or cmd.words[idx][len(prefix):] in listed):
             yield cmd, idx
 
 
@@ -33,7 +38,7 @@ def command_document(text, path, prefix, schema_name):
     Shell words are strings; the schema says which flags are numbers or switches,
     so a value that doesn't convert stays a string and the schema reports it.
     """
-    found = list(module_commands(text, prefix))
+    found = list(module_commands(text, prefix, schema_name))
     if not found:
         return None
     doc = sources.Document(path=path, data={}, text=text)

@@ -76,6 +76,10 @@ def kind_of(syntax, data, text):
 _YAML_TOP_KEY = re.compile(r"^([A-Za-z_][\w.-]*)[ \t]*:(?:[ \t]|$)", re.M)
 
 
+# One token of JSON-like text for surface_keys: a string, a comment, a bracket or a colon.
+_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|//[^\n]*|/\*[^*]*(?:\*+[^*/][^*]*)*(?:\*+/)?|[{\[]+|[}\]]+|:')
+
+
 def surface_keys(syntax, text):
     """The top-level keys a file's text names, read without parsing it (the file may not parse).
 
@@ -83,30 +87,17 @@ def surface_keys(syntax, text):
     depth one, skipping // and /* */ comments, so JSONC and JSON with NaN still give their keys."""
     if syntax != "json":
         return _YAML_TOP_KEY.findall(text)
-    keys, depth, i, n = [], 0, 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            k = j + 1
-            while k < n and text[k] in " \t\r\n":
-                k += 1
-            if depth == 1 and k < n and text[k] == ":":
-                keys.append(text[i + 1:j])
-            i = j + 1
-            continue
-        if text.startswith("//", i):
-            i = text.find("\n", i)
-            i = n if i < 0 else i
-            continue
-        if text.startswith("/*", i):
-            i = text.find("*/", i + 2)
-            i = n if i < 0 else i + 2
-            continue
-        depth += (c in "{[") - (c in "}]")
-        i += 1
+    keys, depth, last = [], 0, None
+    for m in _JSON_TOKEN.finditer(text):
+        tok = m.group()
+        if tok == ":":
+            if last is not None:
+                keys.append(last)
+        elif tok[0] in "{[":
+            depth += len(tok)
+        elif tok[0] in "}]":
+            depth -= len(tok)
+        last = tok[1:-1] if depth == 1 and tok[0] == '"' else None
     return keys
 
 

@@ -332,6 +332,9 @@ def _groups(configs):
 _PLACEHOLDER = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\{\{.*?\}\}")
 
 
+SURFACE_CHARS = 1 << 20
+
+
 def _not_ours(path):
     """True for a file found while walking whose text names no keys of a format we check.
 
@@ -347,7 +350,10 @@ def _not_ours(path):
     syntax = detect.syntax_of(path, text)
     if syntax == "shell":
         return False
-    return detect.kind_of(syntax, dict.fromkeys(detect.surface_keys(syntax, text)), text) is None
+    # The first MiB holds any config's top-level keys (none we check is near that size), and
+    # bounds the scan of a large file that happens to be broken
+    head = text[:SURFACE_CHARS]
+    return detect.kind_of(syntax, dict.fromkeys(detect.surface_keys(syntax, head)), head) is None
 
 
 def _template(path):

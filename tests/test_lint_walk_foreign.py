@@ -105,3 +105,19 @@ def test_a_script_that_builds_no_parser_declares_nothing(tmp_path):
     grpo.write_text(grpo.read_text().replace("TrlParser((", "print(("))
     errors = " ".join(f.message for f in lint.run([str(recipe)]).findings if f.severity == "error")
     assert "unknown key 'system_prompt'" in errors, errors
+
+
+def test_a_parser_subclass_and_a_package_reexport_are_followed(tmp_path):
+    """open-instruct builds `ArgumentParserPlus(HfArgumentParser)` of its own; alignment-handbook's
+    scripts import their classes through the package (`from alignment import SFTConfig`, whose
+    __init__ takes them from .configs). Both count; the typo is still reported."""
+    extras.from_repository.cache_clear()
+    recipe = _repo(tmp_path)
+    pkg = tmp_path / "src" / "pkg"
+    (pkg / "utils.py").write_text("from transformers import HfArgumentParser\n\n"
+                                  "class ArgumentParserPlus(HfArgumentParser):\n    pass\n")
+    (pkg / "__init__.py").write_text("from .configs import GRPOConfig, GRPOScriptArguments\n")
+    (pkg / "grpo.py").write_text("from pkg import GRPOConfig, GRPOScriptArguments\nfrom pkg.utils import ArgumentParserPlus\n\n"
+                                 "parser = ArgumentParserPlus((GRPOScriptArguments, GRPOConfig))\n")
+    errors = [f.message for f in lint.run([str(recipe)]).findings if f.severity == "error"]
+    assert len(errors) == 1 and "unknown key 'per_device_train_batch_sise'" in errors[0], errors

@@ -34,18 +34,33 @@ def load(paths):
     return out
 
 
+# Modules followed from an entry point: a package's __init__ re-exports its classes from a
+# sibling module (`from alignment import SFTConfig` -> alignment/__init__.py -> .configs).
+MAX_IMPORT_DEPTH = 3
+MAX_IMPORTED = 64
+
+
 def from_entry_point(script, root):
     """Keys the training script a launch command runs adds: the @dataclass fields of the script and
     of the modules it imports from inside root (`from open_r1.configs import GRPOConfig` ->
-    root/src/open_r1/configs.py or root/open_r1/configs.py)."""
-    files = [Path(script)] + _local_imports(Path(script), Path(root) if root else Path(script).parent)
+    root/src/open_r1/configs.py or root/open_r1/configs.py), followed MAX_IMPORT_DEPTH deep."""
+    root = Path(root) if root else Path(script).parent
+    files = frontier = [Path(script)]
+    for _ in range(MAX_IMPORT_DEPTH):
+        new = list(dict.fromkeys(f for s in frontier for f in _local_imports(s, root) if f not in files))
+        new = new[:max(0, MAX_IMPORTED - len(files))]
+        if not new:
+            break
+        files, frontier = files + new, new
     return load([str(f) for f in files]).get("trl", {})
 
 
 # A repository's scripts are looked for among at most this many .py files, so a linted checkout
 # of a large project costs a bounded walk.
 MAX_SCRIPTS = 4000
-_PARSER_CALL = re.compile(r"\b(?:TrlParser|HfArgumentParser)\s*\(")
+_PARSERS = ("TrlParser", "HfArgumentParser")
+# `class ArgumentParserPlus(HfArgumentParser):` (open-instruct): a parser of the repository's own
+_PARSER_SUBCLASS = re.compile(r"^\s*class\s+(\w+)\s*\([^)]*\b(?:TrlParser|HfArgumentParser)\b", re.M)
 
 
 @functools.lru_cache(maxsize=32)
@@ -54,11 +69,12 @@ def from_repository(root, skip_dirs=frozenset()):
     command links to its script (open-r1's recipes run as `accelerate launch src/open_r1/grpo.py
     --config $CONFIG` from a Slurm file with variables; philschmid's recipes from a README).
 
-    Every .py file under root that builds a TrlParser or HfArgumentParser counts as an entry
-    point (from_entry_point: its @dataclass fields and those of the modules it imports). A key one
-    of them defines is the repository's own, not a typo; a file fed to the plain `trl` CLI instead
-    would be refused on it, which lint then misses: a missed error costs less than an error on
-    every recipe of a repository whose scripts read them correctly."""
+    Every .py file under root that builds a TrlParser, an HfArgumentParser or a subclass of
+    either defined in the repository counts as an entry point (from_entry_point: its @dataclass
+    fields and those of the modules it imports). A key one of them defines is the repository's
+    own, not a typo; a file fed to the plain `trl` CLI instead would be refused on it, which lint
+    then misses: a missed error costs less than an error on every recipe of a repository whose
+    scripts read them correctly."""
     keys = {}
     for script in _scripts(Path(root), skip_dirs):
         try:
@@ -71,22 +87,29 @@ def from_repository(root, skip_dirs=frozenset()):
 
 
 def _scripts(root, skip_dirs):
+    texts, names = [], set(_PARSERS)
+    for path in _python_files(root, skip_dirs):
+        try:
+            text = sources.read_text(path, max_bytes=MAX_BYTES)
+        except UserError:
+            continue
+        if "Parser" in text:
+            texts.append((path, text))
+            names.update(_PARSER_SUBCLASS.findall(text))
+    call = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, names))) + r")\s*\(")
+    return [path for path, text in texts if call.search(text)]
+
+
+def _python_files(root, skip_dirs):
     seen = 0
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in skip_dirs and not d.startswith("."))
         for name in sorted(files):
-            if not name.endswith(".py"):
-                continue
-            seen += 1
-            if seen > MAX_SCRIPTS:
-                return
-            path = Path(folder, name)
-            try:
-                text = sources.read_text(path, max_bytes=MAX_BYTES)
-            except UserError:
-                continue
-            if _PARSER_CALL.search(text):
-                yield path
+            if name.endswith(".py"):
+                seen += 1
+                if seen > MAX_SCRIPTS:
+                    return
+                yield Path(folder, name)
 
 
 def _local_imports(script, root):

@@ -883,6 +883,29 @@ def test_fsdp1_lora_keeps_gradients_for_frozen_weights_fsdp2_does_not():
         2 * (shape.layer_params() - f1.trainable_params / shape.num_hidden_layers), rel=1e-9)
 
 
+def test_fsdp1_lora_without_use_orig_params_wraps_the_adapters_apart(tmp_path):
+    """FlatParameter refuses tensors of mixed requires_grad unless use_orig_params is on
+    (torch/distributed/fsdp/_flat_param.py: "Must flatten tensors with uniform `requires_grad`
+    when `use_orig_params=False`"), and False is FSDP's own default. A LoRA loop on raw FSDP that
+    runs at all (Answer.AI's fsdp_qlora train.py, llama-recipes) therefore has its adapters in
+    units of their own, and the frozen weights get no gradient; with use_orig_params on (Lightning,
+    accelerate) the decoder-layer unit holds both and its gradient covers the frozen weights.
+    accelerate's fsdp_use_orig_params says which."""
+    kw = dict(model="Llama-2-7B", lora_rank=8, lora_target="q_proj,v_proj", gpus=2, gpu="A100-40GB",
+              framework="fsdp", mixed_precision="no")
+    together, raw = (estimate(Setup(**kw, use_orig_params=v)) for v in (None, False))
+    # only the adapters' gradient, sharded (PEFT keeps the adapters in fp32: 4 bytes)
+    assert phase(raw, "step")["grads"] == pytest.approx(4 * raw.trainable_params / 2, rel=1e-9)
+    shape = model("Llama-2-7B")
+    assert phase(together, "step")["grads"] - phase(raw, "step")["grads"] == pytest.approx(
+        2 * shape.num_hidden_layers * shape.layer_params() / 2, rel=1e-9)
+    acc = tmp_path / "acc.yaml"
+    acc.write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nfsdp_config:\n  fsdp_version: 1\n"
+                   "  fsdp_use_orig_params: false\nmixed_precision: bf16\nnum_machines: 1\nnum_processes: 2\n")
+    _ds, f = read([str(acc)])
+    assert f["use_orig_params"] is False and f["framework"] == "fsdp"
+
+
 def test_fsdp_qlora_shards_the_packed_weights_and_keeps_the_constants_whole():
     """FSDP QLoRA stores the packed 4-bit weights in a float dtype (bnb_4bit_quant_storage), so
     they are parameters FSDP shards and gathers per unit; the absmax constants live in the

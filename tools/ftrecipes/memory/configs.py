@@ -47,7 +47,7 @@ MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "l
                "adapter_fp32", "trainer", "load_dtype", "sync_each_batch", "checkpoint_reentrant",
                "varying_lengths", "checkpoint_offload", "optimizer_in_backward", "adam_impl", "mixed_precision",
                "accelerate_version", "trl_version", "transformers_version", "loss_type", "lora_dropout",
-               "torchao_version")
+               "torchao_version", "use_orig_params")
 
 
 _MAX_INT = 2**31 - 1  # the largest count the CLI's own flags take
@@ -198,6 +198,9 @@ def _hf_fsdp(f: _File, out: dict) -> None:
     fc = f.get("fsdp_config") if isinstance(f.get("fsdp_config"), dict) else {}
     out["framework"] = "fsdp2" if str(fc.get("version", fc.get("fsdp_version", 1))) == "2" else "fsdp"
     out["fsdp_offload"] = "offload" in opts
+    orig = fc.get("use_orig_params", fc.get("fsdp_use_orig_params"))
+    if orig is not None:
+        out["use_orig_params"] = _true(orig)
 
 
 def from_llamafactory(f: _File) -> dict:
@@ -434,6 +437,8 @@ def from_accelerate(f: _File) -> dict:
             raise f.error("fsdp_config", f"FSDP sharding {strategy} (only full shard is modelled)")
         out["framework"] = "fsdp2" if str(fc.get("fsdp_version", 1)) == "2" else "fsdp"
         out["fsdp_offload"] = bool(fc.get("fsdp_offload_params", False))
+        if fc.get("fsdp_use_orig_params") is not None:
+            out["use_orig_params"] = _true(fc["fsdp_use_orig_params"])
         # FSDP's own checkpointing of each wrapped layer (accelerate's fsdp2_apply_ac / FSDP1's
         # apply_activation_checkpointing): a trainer file may leave its own off; read() merges
         out["_fsdp_checkpointing"] = str(fc.get("fsdp_activation_checkpointing", False)).lower() == "true"

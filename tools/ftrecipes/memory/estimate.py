@@ -123,6 +123,8 @@ class Setup:
     loss_type: str = ""                # TRL SFTConfig.loss_type as the config states it ("": unset)
     torchao_version: str = ""          # trainer torchtune, 4bit: torchao's release, which decides how NF4
                                        # quantization at load allocates ("": a current one; model_states.nf4_load_bytes)
+    use_orig_params: bool | None = None  # FSDP1's use_orig_params (None: the trainer's default; False forces
+                                         # LoRA adapters into FSDP units of their own, model_states.adapters_wrapped_apart)
 
     def shape(self):
         return catalog.model(self.model) if self.model else None

@@ -585,6 +585,12 @@ def adapters_wrapped_apart(s) -> bool:
 
     if s.framework != "fsdp" or not s.lora_rank:
         return False
+    if s.use_orig_params is False:
+        # FlatParameter refuses tensors of mixed requires_grad unless use_orig_params is on
+        # ("Must flatten tensors with uniform `requires_grad` when `use_orig_params=False`",
+        # torch/distributed/fsdp/_flat_param.py, read in torch 2.13): a LoRA run that starts at
+        # all has its adapters in units of their own (llama-recipes' and Answer.AI's lambda policy)
+        return True
     if s.trainer == "torchtune":
         # torchtune's lora_fsdp_wrap_policy (torchtune/utils/_distributed.py, read at fef3ed1,
         # April 2024, until its LoRA recipes moved to FSDP2) makes every module whose weight

@@ -14,6 +14,10 @@ from .findings import ERROR, Finding
 
 MAX_BYTES = sources.MAX_BYTES
 IGNORED_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache", "site-packages"}
+# A broken file found while walking is searched for a checked format's keys in its first MiB only
+# (no config we check is near that size), which bounds the scan of a large broken file.
+SURFACE_CHARS = 1 << 20
+
 # Flags of launchers and trainers that name another config file.
 CONFIG_FLAGS = {"config_file", "config", "deepspeed", "deepspeed_config", "ds_config"}
 
@@ -332,17 +336,13 @@ def _groups(configs):
 _PLACEHOLDER = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\{\{.*?\}\}")
 
 
-SURFACE_CHARS = 1 << 20
-
-
 def _not_ours(path):
     """True for a file found while walking whose text names no keys of a format we check.
 
-    Such a file failed to parse (JSON with comments or NaN, YAML with Python tags, an empty file),
-    and the frameworks' parsers would refuse it too; but a walk reaches every .json and .yaml of a
-    repository, and tsconfig.json or mkdocs.yml reported as unusable configs are false alarms. The
-    keys are read off the text (detect.surface_keys), so a DeepSpeed JSON with a trailing comma
-    still names zero_optimization and is reported."""
+    Such a file failed to parse (JSON with comments or NaN, YAML with Python tags, an empty file).
+    A walk reaches every .json and .yaml of a repository, and tsconfig.json or mkdocs.yml reported
+    as unusable configs are false alarms. The keys are read off the text (detect.surface_keys), so
+    a DeepSpeed JSON with a trailing comma still names zero_optimization and is reported."""
     try:
         text = sources.read_text(path, max_bytes=MAX_BYTES)
     except UserError:
@@ -350,8 +350,6 @@ def _not_ours(path):
     syntax = detect.syntax_of(path, text)
     if syntax == "shell":
         return False
-    # The first MiB holds any config's top-level keys (none we check is near that size), and
-    # bounds the scan of a large file that happens to be broken
     head = text[:SURFACE_CHARS]
     return detect.kind_of(syntax, dict.fromkeys(detect.surface_keys(syntax, head)), head) is None
 
@@ -382,7 +380,7 @@ def run(targets, kind=None, options=None, ignore=(), skip_unknown=False, root=No
         except UserError as err:
             if not explicit and _template(path):
                 return  # found while walking a folder: an input of some script, not a config
-            if walked and not explicit and _not_ours(path):
+            if walked and _not_ours(path):
                 return  # another tool's file that does not parse as a config (tsconfig, mkdocs.yml)
             result.unusable.append(err)
             return

@@ -289,3 +289,29 @@ def test_setup_py_pins_apply_to_a_config_beside_it(tmp_path):
     pins._folder_pins.cache_clear()
     got = pins.pinned(tmp_path / "x.yaml")
     assert got["trl"][0] == "0.18.0" and got["trl"][1].endswith("setup.py:3")
+
+
+def test_unknown_keys_under_a_release_newer_than_any_read_are_not_errors(run_cli, tmp_path):
+    """A repository pinning a release newer than the newest the key history read may use a key that
+    release added: the schema (made from an older release) cannot tell it from a typo, so the
+    finding is a warning that says why. At a release we read, the same key is an error."""
+    import subprocess
+
+    from ftrecipes import versions
+
+    newest = versions.key_history("trl").newest
+    later = f"{newest.release[0]}.{newest.release[1] + 5}.0"
+    severities = {}
+    for pin in (later, str(newest)):
+        repo = tmp_path / pin
+        repo.mkdir()
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        (repo / "requirements.txt").write_text(f"trl=={pin}\n")
+        (repo / "sft.yaml").write_text("model_name_or_path: Qwen/Qwen2.5-7B\noutput_dir: o\nlearning_rate: 1.0e-05\n"
+                                       "per_device_train_batch_size: 2\nbf16: true\nbrand_new_option: 3\n")
+        code, out, _ = run_cli("lint", "--format", "json", str(repo / "sft.yaml"))
+        found = [f for f in json.loads(out) if "brand_new_option" in f["message"]]
+        severities[pin] = (code, [f["severity"] for f in found], found[0]["message"] if found else "")
+    assert severities[later][:2] == (0, ["warning"]), severities
+    assert f"trl {later} in use is newer than {newest}" in severities[later][2]
+    assert severities[str(newest)][:2] == (1, ["error"]), severities

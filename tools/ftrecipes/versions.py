@@ -243,9 +243,30 @@ def schema_findings(doc, fmt, framework_versions=None):
         return found  # nothing the histories could take back (most files): no positions needed
     valid = {doc.where(p) for p in valid_by_history(doc.data, fmt.name, fv)}
     skewed = {doc.where(s.path) for s in skew(doc.data, fmt.name, fv, schema) if s.severity == "error"}
-    return [f for f in found
+    kept = [f for f in found
             if not ((f.line, f.column) in valid and f.rule in ("unknown-key", "removed-key")
                     or (f.line, f.column) in skewed and f.rule == "unknown-key")]
+    return _unjudged_when_newer(kept, fmt.name, fv)
+
+
+def _unjudged_when_newer(found, fmt, framework_versions):
+    """Unknown keys under a release newer than every one the key histories read are warnings.
+
+    A repository pinning trl==1.20 when the newest release read is 1.16 may use a key 1.20 added;
+    the schema, made from an older release, cannot tell that from a typo, and calling it an error
+    would fail that repository's CI on a correct file."""
+    newer = {}
+    for h, _sections in _owners(fmt, ())[0]:
+        v = framework_versions.get(h.framework)
+        if v is not None and parse(v) > h.newest:
+            newer[h.framework] = f"{h.framework} {v} in use is newer than {h.newest}, the newest release ftrecipes read"
+    if not newer:
+        return found
+    from .findings import WARNING, Finding
+
+    note = "; not judged: " + ", ".join(newer.values())
+    return [Finding(f.path, f.line, f.column, f.rule, WARNING, f.message + note) if f.rule == "unknown-key" else f
+            for f in found]
 
 
 def schema_removes(schema, path):

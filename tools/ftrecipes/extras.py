@@ -13,7 +13,7 @@ ModelConfig))` where their own subclasses add fields (`dataset_mixture`, `chat_t
 
 import ast
 import functools
-import os
+import itertools
 import re
 from pathlib import Path
 
@@ -64,7 +64,7 @@ _PARSER_SUBCLASS = re.compile(r"^\s*class\s+(\w+)\s*\([^)]*\b(?:TrlParser|HfArgu
 
 
 @functools.lru_cache(maxsize=32)
-def from_repository(root, skip_dirs=frozenset()):
+def from_repository(root):
     """Keys the repository's own argument-parsing scripts add, for a TRL-style YAML that no launch
     command links to its script (open-r1's recipes run as `accelerate launch src/open_r1/grpo.py
     --config $CONFIG` from a Slurm file with variables; philschmid's recipes from a README).
@@ -76,7 +76,7 @@ def from_repository(root, skip_dirs=frozenset()):
     then misses: a missed error costs less than an error on every recipe of a repository whose
     scripts read them correctly."""
     keys = {}
-    for script in _scripts(Path(root), skip_dirs):
+    for script in _scripts(root):
         try:
             found = from_entry_point(script, root)
         except UserError:
@@ -86,9 +86,9 @@ def from_repository(root, skip_dirs=frozenset()):
     return keys
 
 
-def _scripts(root, skip_dirs):
+def _scripts(root):
     texts, names = [], set(_PARSERS)
-    for path in _python_files(root, skip_dirs):
+    for path in itertools.islice(sources.walk(root, (".py",)), MAX_SCRIPTS):
         try:
             text = sources.read_text(path, max_bytes=MAX_BYTES)
         except UserError:
@@ -97,19 +97,7 @@ def _scripts(root, skip_dirs):
             texts.append((path, text))
             names.update(_PARSER_SUBCLASS.findall(text))
     call = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, names))) + r")\s*\(")
-    return [path for path, text in texts if call.search(text)]
-
-
-def _python_files(root, skip_dirs):
-    seen = 0
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in skip_dirs and not d.startswith("."))
-        for name in sorted(files):
-            if name.endswith(".py"):
-                seen += 1
-                if seen > MAX_SCRIPTS:
-                    return
-                yield Path(folder, name)
+    return [Path(path) for path, text in texts if call.search(text)]
 
 
 def _local_imports(script, root):

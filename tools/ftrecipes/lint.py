@@ -13,7 +13,6 @@ from . import findings as findings_mod
 from .findings import ERROR, Finding
 
 MAX_BYTES = sources.MAX_BYTES
-IGNORED_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache", "site-packages"}
 # A broken file found while walking is searched for a checked format's keys in its first MiB only
 # (no config we check is near that size), which bounds the scan of a large broken file.
 SURFACE_CHARS = 1 << 20
@@ -71,29 +70,9 @@ def discover(targets, ignore=()):
 
 
 def _walk(top, ignore):
-    """Candidate files under top, sorted, without following links to folders (no loops)."""
-    stack = [top]
-    while stack:
-        folder = stack.pop()
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError:
-            continue  # unreadable folder: nothing in it can be linted
-        subdirs = []
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in IGNORED_DIRS and not entry.name.startswith(".") and entry.name not in ignore:
-                        subdirs.append(entry.path)
-                elif (
-                    os.path.splitext(entry.name)[1].lower() in detect.SUFFIX_SYNTAX
-                    and entry.is_file()
-                    and not _ignored(entry.path, ignore)
-                ):
-                    yield entry.path
-            except OSError:
-                continue
-        stack.extend(reversed(subdirs))
+    """Candidate files under top (config suffixes), less the folders and files --ignore names."""
+    return sources.walk(top, detect.SUFFIX_SYNTAX, skip_dir=lambda name: name in ignore,
+                        skip_file=lambda path: _ignored(path, ignore))
 
 
 def _ignored(path, patterns):
@@ -264,7 +243,7 @@ def apply_entry_points(configs):
                     pass  # a script we cannot read declares nothing; its YAML is checked as plain TRL
     for cfg in configs:
         if cfg.kind == "trl" and not cfg.linked and cfg.root:
-            cfg.extras.update(extras_mod.from_repository(cfg.root, frozenset(IGNORED_DIRS)))
+            cfg.extras.update(extras_mod.from_repository(cfg.root))
 
 
 def _entry_point(cfg, cmd):

@@ -35,6 +35,37 @@ MAX_ALIAS_NODES = 100_000
 MAX_ALIAS_CHARS = 1024 * 1024
 
 
+
+# Folders a walk never enters: version control, caches and installed packages.
+IGNORED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox",
+                          ".mypy_cache", ".pytest_cache", "site-packages"})
+
+
+def walk(top, suffixes, skip_dir=lambda name: False, skip_file=lambda path: False):
+    """Regular files under top whose suffix is in suffixes, in sorted order, depth first.
+
+    Links to folders are not followed (no loops), hidden and IGNORED_DIRS folders are not
+    entered, an unreadable folder yields nothing, and a fifo or device with a matching name is
+    never opened (nor waited on)."""
+    stack = [str(top)]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        subdirs = []
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in IGNORED_DIRS and not entry.name.startswith(".") and not skip_dir(entry.name):
+                        subdirs.append(entry.path)
+                elif os.path.splitext(entry.name)[1].lower() in suffixes and entry.is_file() and not skip_file(entry.path):
+                    yield entry.path
+            except OSError:
+                continue
+        stack.extend(reversed(subdirs))
+
 @dataclass
 class Document:
     """Parsed data plus the position (1-based line, column) of each path.

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from . import paths, schemas
 from .errors import UserError
+from .findings import WARNING, Finding
 from .pep440 import Specifier, Version, parse, specifier  # noqa: F401  (re-exported: callers say versions.parse)
 
 def in_range(version, ranges):
@@ -262,8 +263,6 @@ def _unjudged_when_newer(found, fmt, framework_versions):
             newer[h.framework] = f"{h.framework} {v} in use is newer than {h.newest}, the newest release ftrecipes read"
     if not newer:
         return found
-    from .findings import WARNING, Finding
-
     note = "; not judged: " + ", ".join(newer.values())
     return [Finding(f.path, f.line, f.column, f.rule, WARNING, f.message + note) if f.rule == "unknown-key" else f
             for f in found]

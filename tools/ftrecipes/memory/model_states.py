@@ -707,8 +707,9 @@ def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, p
     if shape is not None and s.quantization != "none":
         # bitsandbytes MatMul4Bit / MatMul8bitLt dequantize the weight of the running linear to
         # the compute dtype in forward and again in backward (F.dequantize_4bit(B, state))
-        t["forward"] += p * largest_linear(shape)
-        t["backward"] += p * largest_linear(shape)
+        big = p * largest_linear(shape)
+        t["forward"] += big
+        t["backward"] += big
     if shape is not None and s.framework in ("fsdp", "fsdp2"):
         # one decoder layer is one FSDP unit (accelerate's TRANSFORMER_BASED_WRAP); the root unit
         # (embeddings, final norm, LM head) stays gathered through forward and backward, or only

@@ -432,6 +432,8 @@ def from_accelerate(f: _File) -> dict:
             out["zero3_init"] = bool(ds["zero3_init_flag"])
     elif dist == "FSDP":
         fc = f.get("fsdp_config") or {}
+        if not isinstance(fc, dict):
+            raise f.error("fsdp_config", f"must be a mapping of FSDP settings, got {type(fc).__name__}")
         strategy = str(fc.get("fsdp_sharding_strategy", fc.get("fsdp_reshard_after_forward", "FULL_SHARD"))).upper()
         if strategy not in ("FULL_SHARD", "1", "TRUE"):
             raise f.error("fsdp_config", f"FSDP sharding {strategy} (only full shard is modelled)")

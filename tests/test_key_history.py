@@ -315,3 +315,67 @@ def test_unknown_keys_under_a_release_newer_than_any_read_are_not_errors(run_cli
     assert severities[later][:2] == (0, ["warning"]), severities
     assert f"trl {later} in use is newer than {newest}" in severities[later][2]
     assert severities[str(newest)][:2] == (1, ["error"]), severities
+
+
+def test_a_walked_folder_without_git_is_the_repository_top(tmp_path, run_cli):
+    """A source archive or a copied tree has no .git: the folder named on the command line then
+    stands for the repository's top, so a script in scripts/ is judged at the release the
+    pyproject.toml at the top pins (LLaVA: transformers==4.37.2, which has --evaluation_strategy).
+    Named on its own, the script has no such boundary and is judged at today's release; a .git
+    above the named folder still decides where the walk for pins stops."""
+    tree = tmp_path / "tree"
+    (tree / "scripts").mkdir(parents=True)
+    (tree / "pyproject.toml").write_text('[project]\ndependencies = ["transformers==4.37.2"]\n')
+    script = tree / "scripts" / "finetune.sh"
+    script.write_text("#!/bin/bash\ntorchrun --nproc_per_node 2 train.py --output_dir o --evaluation_strategy no\n")
+    pins._folder_pins.cache_clear()
+
+    def severities(target):
+        code, out, _ = run_cli("lint", "--format", "json", str(target))
+        found = json.loads(out)
+        return code, [f["severity"] for f in found if f["rule"] == "removed-trainer-flag"]
+
+    assert severities(tree) == (0, ["warning"])
+    assert severities(script) == (1, ["error"])
+    # lint tree/scripts inside a repository whose top (with .git) is tree: the top's pin counts
+    (tree / ".git").mkdir()
+    pins._git_top.cache_clear()
+    assert severities(tree / "scripts") == (0, ["warning"])
+    # without .git, lint tree/scripts has only scripts/ as its boundary: today's release
+    (tree / ".git").rmdir()
+    pins._git_top.cache_clear()
+    pins._folders.cache_clear()
+    assert severities(tree / "scripts") == (1, ["error"])
+
+
+def test_keys_under_a_release_older_than_any_read_are_not_errors(tmp_path):
+    """SimPO pins transformers==4.44.2 and trl==0.9.6 (environment.yml), older than the oldest
+    releases the key histories read: its evaluation_strategy and max_seq_length may be right
+    there, and the schema (today's release) cannot tell. Both are warnings that say why; at a
+    pin the histories do cover, the same removed key stays an error."""
+    text = ("model_name_or_path: m\nper_device_train_batch_size: 1\nevaluation_strategy: epoch\n"
+            "max_seq_length: 512\n")
+    old = _lint(tmp_path / "old", {"sft.yaml": text, "environment.yml": "dependencies:\n  - pip:\n"
+                                   "    - transformers==4.44.2\n    - trl==0.9.6\n"})
+    assert sorted((f.rule, f.severity) for f in old) == [("removed-key", "warning"), ("unknown-key", "warning")]
+    oldest = versions.key_history("transformers").releases[0]
+    assert all(f"transformers 4.44.2 in use is older than {oldest}" in f.message for f in old), old
+    covered = _lint(tmp_path / "covered", {"sft.yaml": text, "requirements.txt": "transformers==5.23.0\ntrl==1.16.0\n"})
+    assert ("removed-key", "error") in {(f.rule, f.severity) for f in covered}, covered
+
+
+def test_requirements_included_with_r_pin_too(tmp_path):
+    """InternVL's requirements.txt only says `-r requirements/internvl_chat.txt`; the pin
+    (transformers==4.37.2) is in the included file, relative to the one that names it. A file's
+    own pin comes before its includes', and an include cycle ends."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "requirements.txt").write_text("-r requirements/chat.txt\n--requirement=requirements/loop.txt\n")
+    (tmp_path / "requirements" / "chat.txt").write_text("torch>=2\ntransformers==4.37.2\ntrl==0.9.6\n")
+    (tmp_path / "requirements" / "loop.txt").write_text("-r ../requirements.txt\n-c missing.txt\n")
+    pins._folder_pins.cache_clear()
+    got = pins.pinned(tmp_path / "x.yaml")
+    assert got["transformers"][0] == "4.37.2" and got["transformers"][1].endswith("chat.txt:2"), got
+    (tmp_path / "requirements.txt").write_text("-r requirements/chat.txt\ntrl==0.18.0\n")
+    pins._folder_pins.cache_clear()
+    assert pins.pinned(tmp_path / "x.yaml")["trl"][0] == "0.18.0"

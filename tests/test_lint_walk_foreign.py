@@ -121,3 +121,22 @@ def test_a_parser_subclass_and_a_package_reexport_are_followed(tmp_path):
                                  "parser = ArgumentParserPlus((GRPOScriptArguments, GRPOConfig))\n")
     errors = [f.message for f in lint.run([str(recipe)]).findings if f.severity == "error"]
     assert len(errors) == 1 and "unknown key 'per_device_train_batch_sise'" in errors[0], errors
+
+
+def test_a_parser_from_an_installed_package_and_a_sibling_module_are_followed(tmp_path):
+    """Online-RLHF's run_dpo.py builds alignment-handbook's H4ArgumentParser, imported from the
+    installed `alignment` package (so no class of the repository says it is a parser: the call's
+    shape does, a tuple of argument dataclasses); SimPO's scripts/run_simpo.py imports
+    `from simpo_config import SimPOConfig`, which Python finds beside the script (the script's
+    folder is first on sys.path). Both scripts' keys count; the typo is still reported."""
+    extras.from_repository.cache_clear()
+    recipe = _repo(tmp_path, script=False)
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "my_config.py").write_text(
+        "from dataclasses import dataclass\nimport trl\n\n@dataclass\nclass MyConfig(trl.GRPOConfig):\n"
+        "    system_prompt: str = None\n    code_language: str = 'python'\n")
+    (tmp_path / "scripts" / "run.py").write_text(
+        "from alignment import H4ArgumentParser, ModelArguments\nfrom my_config import MyConfig\n\n"
+        "parser = H4ArgumentParser((ModelArguments, MyConfig))\nargs = parser.parse()\n")
+    errors = [f.message for f in lint.run([str(recipe)]).findings if f.severity == "error"]
+    assert len(errors) == 1 and "unknown key 'per_device_train_batch_sise'" in errors[0], errors

@@ -351,3 +351,51 @@ def test_fsdp_rules_stay_silent_where_the_facts_are_unknown(tmp_path):
                 "sft.yaml": "model_name_or_path: m\nstage: sft\ndo_train: true\nfinetuning_type: lora\nquantization_bit: 4\ntemplate: qwen\n"
                             "dataset_dir: data\noutput_dir: o\nper_device_train_batch_size: 2\nbf16: true\n"}
     assert rule_hits(tmp_path / "b", lf_qlora, "fsdp-qlora-dtype") == []
+
+
+@pytest.mark.parametrize("prefix", ["srun -p gpu --gres=gpu:8 --job-name=python_job ", "nohup ", "env A=1 B=2 ",
+                                    "mpirun -np 8 -x PYTHONPATH ", "time nohup ", "/usr/bin/env "])
+def test_wrapped_commands_are_judged_like_bare_ones(tmp_path, prefix):
+    """InternVL launches its training scripts as `srun -p $PARTITION --gres=gpu:8 ... python -u
+    train.py --evaluation_strategy ...`; a wrapper's own options come before the program it runs,
+    so the command judged is the first word naming a launcher or a Python interpreter after it."""
+    text = f"#!/bin/bash\n{prefix}python -u finetune.py --output_dir o --evaluation_strategy no\n"
+    hits = rule_hits(tmp_path, {"run.sh": text}, "removed-trainer-flag")
+    assert [f.severity for f in hits] == ["error"] and hits[0].column == text.split("\n")[1].index("--eval") + 1, hits
+
+
+def test_a_wrapper_with_no_program_after_it_is_left_as_written():
+    from ftrecipes import shellcmd
+
+    (cmd,) = shellcmd.commands("nohup ./run_all.sh --fast\n")
+    assert cmd.words[0] == "nohup"
+    (cmd,) = shellcmd.commands("env CUDA_VISIBLE_DEVICES=0 torchrun --nproc_per_node 1 t.py\n")
+    assert cmd.words[0] == "torchrun" and cmd.env == {"CUDA_VISIBLE_DEVICES": "0"}
+
+
+def test_a_flag_the_scripts_own_dataclass_defines_is_not_a_removed_trainer_flag(tmp_path, run_cli):
+    """s1's gpt-accelera finetune.py parses its flags with dataclasses of its own that still define
+    warmup_ratio, and its scripts_finetune/*.sh run `torchrun ... finetune.py` from the project
+    folder above them: the flag is the script's, not transformers'. The same flag passed to a
+    script without such a field is still reported."""
+    (tmp_path / ".git").mkdir()
+    proj = tmp_path / "proj"
+    (proj / "scripts").mkdir(parents=True)
+    (proj / "finetune.py").write_text(
+        "from dataclasses import dataclass\n\n@dataclass\nclass TrainingArguments:\n"
+        "    output_dir: str = 'o'\n    warmup_ratio: float = 0.0\n")
+    (proj / "scripts" / "sft.sh").write_text(
+        "#!/bin/bash\ntorchrun --nproc_per_node 2 finetune.py --output_dir o --warmup_ratio 0.03\n")
+    code, out, _ = run_cli("lint", str(tmp_path))
+    assert code == 0 and "removed-trainer-flag" not in out, out
+    (proj / "finetune.py").write_text("import transformers\nparser = transformers.HfArgumentParser(transformers.TrainingArguments)\n")
+    code, out, _ = run_cli("lint", str(tmp_path))
+    assert code == 1 and "removed-trainer-flag --warmup_ratio" in out, out
+
+
+def test_removed_trainer_flags_come_from_the_key_history_too(tmp_path):
+    """The schema names five removed TrainingArguments keys; the key history of transformers saw
+    33 leave (FastChat's train scripts pass --fsdp_transformer_layer_cls_to_wrap, gone in 5.0)."""
+    text = "#!/bin/bash\ntorchrun --nproc_per_node 2 train.py --output_dir o --fsdp_transformer_layer_cls_to_wrap X\n"
+    hits = rule_hits(tmp_path, {"run.sh": text}, "removed-trainer-flag")
+    assert [f.severity for f in hits] == ["error"] and "up to transformers 4.57" in hits[0].message, hits

@@ -43,7 +43,7 @@ def _paths(node, path=()):
 
 def _load(folder):
     configs = []
-    for path, _explicit in lint.discover([str(folder)]):
+    for path, _explicit, _top in lint.discover([str(folder)]):
         cfg = lint.load(path, False)
         if cfg is not None:
             configs.append(cfg)

@@ -46,8 +46,11 @@ def from_entry_point(script, root):
     root/src/open_r1/configs.py or root/open_r1/configs.py), followed MAX_IMPORT_DEPTH deep."""
     root = Path(root) if root else Path(script).parent
     files = frontier = [Path(script)]
+    # `python scripts/run_simpo.py` puts scripts/ first on sys.path, so `from simpo_config import
+    # SimPOConfig` in any module it loads resolves there before the repository's top
+    bases = (Path(script).parent, root / "src", root)
     for _ in range(MAX_IMPORT_DEPTH):
-        new = list(dict.fromkeys(f for s in frontier for f in _local_imports(s, root) if f not in files))
+        new = list(dict.fromkeys(f for s in frontier for f in _local_imports(s, bases) if f not in files))
         new = new[:max(0, MAX_IMPORTED - len(files))]
         if not new:
             break
@@ -61,6 +64,10 @@ MAX_SCRIPTS = 4000
 _PARSERS = ("TrlParser", "HfArgumentParser")
 # `class ArgumentParserPlus(HfArgumentParser):` (open-instruct): a parser of the repository's own
 _PARSER_SUBCLASS = re.compile(r"^\s*class\s+(\w+)\s*\([^)]*\b(?:TrlParser|HfArgumentParser)\b", re.M)
+# A subclass defined in an installed package (alignment-handbook's H4ArgumentParser, which
+# Online-RLHF imports from `alignment`) is known by how it is called: HfArgumentParser's idiom
+# is a tuple of argument dataclasses, `H4ArgumentParser((ScriptArguments, DPOConfig, ...))`.
+_PARSER_IDIOM = re.compile(r"\b\w*Parser\s*\(\s*\(\s*\w*(?:Arguments|Args|Config)\s*,")
 
 
 @functools.lru_cache(maxsize=32)
@@ -97,10 +104,12 @@ def _scripts(root):
             texts.append((path, text))
             names.update(_PARSER_SUBCLASS.findall(text))
     call = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, names))) + r")\s*\(")
-    return [Path(path) for path, text in texts if call.search(text)]
+    return [Path(path) for path, text in texts if call.search(text) or _PARSER_IDIOM.search(text)]
 
 
-def _local_imports(script, root):
+def _local_imports(script, bases):
+    """The files of the modules script imports that lie under one of bases (absolute imports) or
+    beside it (relative ones)."""
     try:
         tree = ast.parse(sources.read_text(script, max_bytes=MAX_BYTES), filename=str(script))
     except (SyntaxError, UserError):
@@ -117,8 +126,7 @@ def _local_imports(script, root):
     found = []
     for base, module in names:
         rel = Path(*module.split("."))
-        bases = [base] if base else [root / "src", root]
-        for b in bases:
+        for b in [base] if base else bases:
             for candidate in (b / rel.with_suffix(".py"), b / rel / "__init__.py"):
                 if candidate.is_file() and candidate not in found:
                     found.append(candidate)

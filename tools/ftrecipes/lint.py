@@ -40,6 +40,9 @@ class Config:
     overridden: dict = field(default_factory=dict)
     extras: dict = field(default_factory=dict)  # {key: class}: keys the script that reads this file adds
     linked: bool = False  # a launch command names the script that reads this file
+    # {command index: keys the script it runs defines in dataclasses of its own}: a launch
+    # script's flags such a class takes are the script's, whatever transformers did with them
+    script_keys: dict = field(default_factory=dict)
     # {framework: version} it is judged at (--framework-version, else the repo's pins): found once,
     # asked by the schema check and two rules.
     framework_versions: dict | None = None
@@ -56,17 +59,31 @@ class Config:
 def discover(targets, ignore=()):
     """Expand directories into candidate files; explicit files are always kept.
 
-    Returns [(path, explicit)]; a directory contributes regular files by suffix only
+    Returns [(path, explicit, top)]; a directory contributes regular files by suffix only
     (a fifo or a device named *.json is not read, nor waited on), and files that turn
-    out not to be configs are skipped quietly.
+    out not to be configs are skipped quietly. top is the folder walked (None for a named
+    file): see walk_top.
     """
     out = []
     for target in targets:
         if os.path.isdir(target):
-            out.extend((path, False) for path in _walk(str(target), ignore))
+            out.extend((path, False, str(target)) for path in _walk(str(target), ignore))
         else:
-            out.append((str(target), True))
+            out.append((str(target), True, None))
     return out
+
+
+def walk_top(path, top):
+    """The repository top for a file found by walking folder top, when no .git says otherwise.
+
+    A source archive or a copied tree has no .git, and a walk of it would otherwise read the
+    dependency files of each config's own folder only: LLaVA's scripts/*.sh would miss the
+    transformers==4.37.2 of the pyproject.toml at the top of the folder the user named. The
+    named folder is the one boundary the user gave, so it stands in for the repository's top;
+    a .git above or inside it still wins (lint repo/examples reads repo's pins)."""
+    if top is None or repo_root(path) is not None:
+        return None
+    return top
 
 
 def _walk(top, ignore):
@@ -231,16 +248,20 @@ def apply_entry_points(configs):
     a file no command links gets those of every argument-parsing script of its repository."""
     by_path = {os.path.normpath(c.path): c for c in configs}
     for cfg in configs:
-        for cmd in cfg.commands:
+        for i, cmd in enumerate(cfg.commands):
             flags, _ = shellcmd.flags_after(cmd, 0)
             target = by_path.get(resolve(cfg, (flags.get("config") or (None,))[0]) or "")
             script = _entry_point(cfg, cmd)
-            if target is not None and target.kind == "trl" and script:
-                try:
-                    target.extras.update(extras_mod.from_entry_point(script, cfg.root))
-                    target.linked = True
-                except UserError:
-                    pass  # a script we cannot read declares nothing; its YAML is checked as plain TRL
+            if not script:
+                continue
+            try:
+                keys = extras_mod.from_entry_point(script, cfg.root)
+            except UserError:
+                continue  # a script we cannot read declares nothing; its YAML is checked as plain TRL
+            cfg.script_keys[i] = set(keys)
+            if target is not None and target.kind == "trl":
+                target.extras.update(keys)
+                target.linked = True
     for cfg in configs:
         if cfg.kind == "trl" and not cfg.linked and cfg.root:
             cfg.extras.update(extras_mod.from_repository(cfg.root))
@@ -250,10 +271,24 @@ def _entry_point(cfg, cmd):
     """The Python file a command runs: a `.py` word, or the module after -m, found under the root."""
     for j, w in enumerate(cmd.words):
         if w.endswith(".py"):
-            return resolve(cfg, w)
+            return resolve(cfg, w) or _from_a_parent(cfg, w)
         if w in ("-m", "--module") and j + 1 < len(cmd.words):
             rel = cmd.words[j + 1].replace(".", "/") + ".py"
             return resolve(cfg, rel) or resolve(cfg, "src/" + rel)
+    return None
+
+
+def _from_a_parent(cfg, name):
+    """A relative script name found in a folder above the launch script's, up to the repository's
+    top: `scripts_finetune/finetune_sft.sh` runs `torchrun ... finetune.py` from the project
+    folder above it (s1's gpt-accelera), a layout a launch from the top would not find."""
+    if not isinstance(name, str) or "$" in name or os.path.isabs(name) or not cfg.root:
+        return None
+    top, folder = Path(os.path.realpath(cfg.root)), Path(os.path.realpath(cfg.dir))
+    while folder != top and top in folder.parents:
+        folder = folder.parent
+        if (folder / name).is_file():
+            return os.path.normpath(str(folder / name))
     return None
 
 
@@ -349,7 +384,7 @@ def run(targets, kind=None, options=None, ignore=(), skip_unknown=False, root=No
     configs = []
     seen = set()
 
-    def add(path, explicit, kind_=None, walked=False):
+    def add(path, explicit, kind_=None, walked=False, top=None):
         key = os.path.normpath(path)
         if key in seen:
             return
@@ -365,14 +400,14 @@ def run(targets, kind=None, options=None, ignore=(), skip_unknown=False, root=No
             return
         if cfg is None:
             return
-        cfg.root = launch_root(path, root)
+        cfg.root = launch_root(path, root or walk_top(path, top))
         configs.append(cfg)
         # Files a config names are part of its setup even when outside the targets.
         for ref in references(cfg):
-            add(ref, False)
+            add(ref, False, top=top)
 
-    for path, explicit in discover(targets, ignore):
-        add(path, explicit and not skip_unknown, kind, walked=not explicit)
+    for path, explicit, top in discover(targets, ignore):
+        add(path, explicit and not skip_unknown, kind, walked=not explicit, top=top)
     apply_entry_points(configs)
     for cfg in configs:
         result.checked.append((cfg.path, cfg.kind))

@@ -165,14 +165,47 @@ def _folder_pins(folder):
                 text = sources.read_text(path, max_bytes=MAX_BYTES)
             except UserError:
                 continue  # an unreadable dependency file says nothing about versions
-            reqs = setup_py_requirements(text) if path.name == "setup.py" else requirements(text)
-            for fw, spec, line in reqs:
+            if path.name == "setup.py":
+                reqs = [(fw, spec, f"{path}:{line}") for fw, spec, line in setup_py_requirements(text)]
+            elif path.suffix == ".txt":
+                reqs = _pip_requirements(path, text)
+            else:
+                reqs = [(fw, spec, f"{path}:{line}") for fw, spec, line in requirements(text)]
+            for fw, spec, where in reqs:
                 if fw in found:
                     continue
                 version = resolve(fw, spec)
                 if version is not None:
-                    found[fw] = (version, f"{path}:{line}")
+                    found[fw] = (version, where)
     return found
+
+
+MAX_INCLUDES = 16  # -r/-c files followed from one requirements file, all levels together
+_INCLUDE = re.compile(r"^\s*(?:-r|-c|--requirement|--constraint)(?:\s*=\s*|\s+)(\S+)")
+
+
+def _pip_requirements(path, text):
+    """[(framework, specifier, 'file:line')] of a pip requirements file and of the files it
+    includes with -r / -c (InternVL's requirements.txt is `-r requirements/internvl_chat.txt`,
+    which pins transformers==4.37.2), each include relative to the file that names it, the
+    file's own lines first."""
+    out, queue, seen = [], [(Path(path), text)], {os.path.realpath(path)}
+    while queue:
+        current, body = queue.pop(0)
+        out += [(fw, spec, f"{current}:{line}") for fw, spec, line in requirements(body)]
+        for raw in body.splitlines():
+            m = _INCLUDE.match(raw.split(" #", 1)[0])
+            if not m or len(seen) > MAX_INCLUDES:
+                continue
+            target = current.parent / m.group(1)
+            if os.path.realpath(target) in seen or not target.is_file():
+                continue
+            seen.add(os.path.realpath(target))
+            try:
+                queue.append((target, sources.read_text(target, max_bytes=MAX_BYTES)))
+            except UserError:
+                continue  # an unreadable include says nothing about versions
+    return out
 
 
 def pinned(config_path, root=None):

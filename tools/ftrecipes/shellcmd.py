@@ -222,6 +222,21 @@ def _words(chunk):
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
+# Programs that run a command after options of their own: `srun -p gpu --gres=gpu:8 python
+# train.py ...` (InternVL), `nohup torchrun ... &`, `env A=1 deepspeed ...`, `mpirun -np 8 python`.
+# The command is the first word after them that names a launcher or a Python interpreter; with
+# none, the words stay as written.
+_WRAPPERS = frozenset({"env", "nohup", "time", "exec", "nice", "ionice", "srun", "mpirun", "mpiexec",
+                       "timeout", "stdbuf", "numactl", "taskset", "sudo", "chrt"})
+_PROGRAMS = frozenset({"torchrun", "deepspeed", "accelerate", "llamafactory-cli", "trl", "vllm", "ray"})
+_PYTHON = re.compile(r"python(?:\d+(?:\.\d+)?)?$")
+
+
+def _program(word):
+    name = word.rsplit("/", 1)[-1]
+    return name in _PROGRAMS or name in _WRAPPERS or bool(_PYTHON.match(name))
+
+
 def _command(words, lines, start):
     env = {}
     idx = 0
@@ -229,6 +244,12 @@ def _command(words, lines, start):
         k, v = words[idx].split("=", 1)
         env[k] = v
         idx += 1
+    while idx < len(words) and words[idx].rsplit("/", 1)[-1] in _WRAPPERS:
+        nxt = next((j for j in range(idx + 1, len(words)) if _program(words[j])), None)
+        if nxt is None:
+            break
+        env.update(w.split("=", 1) for w in words[idx + 1:nxt] if _ASSIGN.match(w))
+        idx = nxt
     return Command(line=lines[0] if lines else start, words=words[idx:], word_lines=lines[idx:], env=env)
 
 

@@ -247,24 +247,31 @@ def schema_findings(doc, fmt, framework_versions=None):
     kept = [f for f in found
             if not ((f.line, f.column) in valid and f.rule in ("unknown-key", "removed-key")
                     or (f.line, f.column) in skewed and f.rule == "unknown-key")]
-    return _unjudged_when_newer(kept, fmt.name, fv)
+    return _unjudged_outside_history(kept, fmt.name, fv)
 
 
-def _unjudged_when_newer(found, fmt, framework_versions):
-    """Unknown keys under a release newer than every one the key histories read are warnings.
+def _unjudged_outside_history(found, fmt, framework_versions):
+    """Unknown and removed keys under a release outside every one the key histories read are warnings.
 
     A repository pinning trl==1.20 when the newest release read is 1.16 may use a key 1.20 added;
-    the schema, made from an older release, cannot tell that from a typo, and calling it an error
-    would fail that repository's CI on a correct file."""
-    newer = {}
+    one pinning transformers==4.44.2 when the oldest read is 4.50.3 may use a key 4.44.2 still
+    had (SimPO's evaluation_strategy). The schema, made from another release, cannot tell either
+    from a typo, and calling it an error would fail that repository's CI on a correct file."""
+    outside, rules = {}, {"unknown-key"}
     for h, _sections in _owners(fmt, ())[0]:
         v = framework_versions.get(h.framework)
-        if v is not None and parse(v) > h.newest:
-            newer[h.framework] = f"{h.framework} {v} in use is newer than {h.newest}, the newest release ftrecipes read"
-    if not newer:
+        if v is None:
+            continue
+        if parse(v) > h.newest:
+            outside[h.framework] = f"{h.framework} {v} in use is newer than {h.newest}, the newest release ftrecipes read"
+        elif h.sample_for(v) is None:
+            outside[h.framework] = (f"{h.framework} {v} in use is older than {h.releases[0]}, "
+                                    "the oldest release ftrecipes read")
+            rules.add("removed-key")  # a key the schema's release removed may still be in an older one
+    if not outside:
         return found
-    note = "; not judged: " + ", ".join(newer.values())
-    return [Finding(f.path, f.line, f.column, f.rule, WARNING, f.message + note) if f.rule == "unknown-key" else f
+    note = "; not judged: " + ", ".join(outside.values())
+    return [Finding(f.path, f.line, f.column, f.rule, WARNING, f.message.rstrip(".") + note) if f.rule in rules else f
             for f in found]
 
 

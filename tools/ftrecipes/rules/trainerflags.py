@@ -11,13 +11,25 @@ _TRAINER_MARKERS = ("output_dir", "per_device_train_batch_size", "deepspeed", "g
 
 
 def _removed():
-    """{key: why} for the TrainingArguments keys trl.schema.json marks removed (`not: {}`).
+    """{key: why} for the TrainingArguments keys trl.schema.json marks removed (`not: {}`), and the
+    ones the key history of transformers saw leave TrainingArguments.
 
     TRL's own ModelConfig removals (`torch_dtype`) are left out: a custom script's ModelArguments
     often defines such a field itself."""
     props = schemas.load_schema("trl.schema.json").get("properties", {})
-    return {k: v.get("description", "removed") for k, v in props.items()
-            if isinstance(v, dict) and v.get("not") == {} and not str(v.get("description", "")).startswith("ModelConfig")}
+    out = {k: v.get("description", "removed") for k, v in props.items()
+           if isinstance(v, dict) and v.get("not") == {} and not str(v.get("description", "")).startswith("ModelConfig")}
+    # Every other field the key history saw in TrainingArguments and today's release lacks
+    # (FastChat's --fsdp_transformer_layer_cls_to_wrap, --per_gpu_train_batch_size, --logging_dir).
+    h = versions.key_history("transformers")
+    if h is not None:
+        sections = h.select("TrainingArguments")
+        for key in h.by_key:
+            spans = h.spans(key, sections)
+            if spans and key not in out and max(b for _, b in spans) < h.newest:
+                last = max(b for _, b in spans)
+                out[key] = f"a TrainingArguments field up to transformers {last}, gone from {h.after(last)} on."
+    return out
 
 
 def _at_version(name, why, version):
@@ -75,7 +87,8 @@ def removed_trainer_flag(setup):
         if removed is None:
             removed = _removed()
         version = config_versions(cfg, setup.options).get("transformers")
+        own = cfg.script_keys.get(i, ())
         for j, name in flags:
-            if name in removed:
+            if name in removed and name not in own:
                 severity, message = _at_version(name, removed[name], version)
                 yield cfg, ("command", i, j), message, severity

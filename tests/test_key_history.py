@@ -379,3 +379,29 @@ def test_requirements_included_with_r_pin_too(tmp_path):
     (tmp_path / "requirements.txt").write_text("-r requirements/chat.txt\ntrl==0.18.0\n")
     pins._folder_pins.cache_clear()
     assert pins.pinned(tmp_path / "x.yaml")["trl"][0] == "0.18.0"
+
+
+def test_a_vendored_framework_pins_its_own_version_and_a_dev_snapshot_is_not_judged_across_a_change(tmp_path):
+    """LIMO and SkyThought ship LLaMA-Factory's own source (setup.py name="llamafactory", the version
+    in src/llamafactory/extras/env.py): their configs run that copy, 0.9.2.dev0. image_resolution
+    was in 0.9.1 and is gone in 0.9.2, so the development snapshot between them may have it: no
+    error. The same tree at the final 0.9.2 reports it."""
+    h = versions.key_history("llamafactory")
+    spans = h.spans("image_resolution", h.select("*"))
+    assert any(str(b) == "0.9.1" for _, b in spans), spans  # the premise, read from the committed history
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "setup.py").write_text(
+        "from setuptools import setup\n\ndef get_version():\n    return '?'\n\n"
+        "setup(\n    name=\"llamafactory\",\n    version=get_version(),\n)\n")
+    env = tmp_path / "src" / "llamafactory" / "extras"
+    env.mkdir(parents=True)
+    (env / "env.py").write_text('VERSION = "0.9.2.dev0"\n')
+    (tmp_path / "examples").mkdir()
+    cfg = ("model_name_or_path: Qwen/Qwen2-VL-7B-Instruct\nimage_resolution: 262144\nstage: sft\ndo_train: true\n"
+           "finetuning_type: lora\ndataset: mllm_demo\ntemplate: qwen2_vl\noutput_dir: saves/x\n")
+    found = _lint(tmp_path / "examples", {"sft.yaml": cfg})
+    assert pins.pinned(tmp_path / "examples" / "sft.yaml")["llamafactory"][0] == "0.9.2.dev0"
+    assert [f for f in found if "image_resolution" in f.message] == [], found
+    (env / "env.py").write_text('VERSION = "0.9.2"\n')
+    found = _lint(tmp_path / "examples", {"sft.yaml": cfg})
+    assert [f.severity for f in found if "image_resolution" in f.message] == ["error"], found

@@ -153,10 +153,57 @@ def _git_top(folder):
     return None
 
 
+# A repository that carries a framework's own source (LIMO and SkyThought ship LLaMA-Factory
+# 0.9.2.dev0 with setup.py name="llamafactory") runs that copy: its version is the pin. The
+# version is a literal `version=` beside the name, else `__version__` / `VERSION = "..."` in the
+# package's own modules (LLaMA-Factory's get_version() reads src/llamafactory/extras/env.py).
+_OWN_NAME = re.compile(rf"""^\s*name\s*=\s*["'](?P<name>{_NAMES})["']""", re.IGNORECASE | re.M)
+_OWN_VERSION = re.compile(r"""^\s*(?:version|__version__|VERSION)\s*=\s*["'](?P<v>[0-9][\w.+!-]*)["']""", re.M)
+MAX_PACKAGE_FILES = 200
+
+
+def _own_package(folder):
+    """(framework, version, 'file:line') when folder holds a framework's own packaging, else None."""
+    for name in ("setup.py", "pyproject.toml"):
+        path = Path(folder) / name
+        if not path.is_file():
+            continue
+        try:
+            text = sources.read_text(path, max_bytes=MAX_BYTES)
+        except UserError:
+            continue
+        m = _OWN_NAME.search(text)
+        if not m:
+            continue
+        fw = ALIASES.get(m["name"].lower(), m["name"].lower())
+        candidates = [(path, text)] + _package_modules(folder, fw)
+        for where, body in candidates:
+            v = _OWN_VERSION.search(body)
+            if v:
+                return fw, v["v"], f"{where}:{body.count(chr(10), 0, v.start()) + 1}"
+    return None
+
+
+def _package_modules(folder, fw):
+    out = []
+    for base in (Path(folder) / "src" / fw, Path(folder) / fw):
+        if not base.is_dir():
+            continue
+        for path in sorted(base.rglob("*.py"))[:MAX_PACKAGE_FILES]:
+            try:
+                out.append((path, sources.read_text(path, max_bytes=MAX_BYTES)))
+            except UserError:
+                continue
+    return out
+
+
 @functools.lru_cache(maxsize=256)
 def _folder_pins(folder):
     """{framework: (version, 'file:line')} from the dependency files of one folder."""
     found = {}
+    own = _own_package(folder)
+    if own is not None:
+        found[own[0]] = (own[1], own[2])
     for pattern in PATTERNS:
         for path in sorted(Path(folder).glob(pattern)):
             if not path.is_file():

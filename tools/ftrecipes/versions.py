@@ -441,7 +441,11 @@ def _judge(name, key, owners, fmt, framework_versions):
         v, at = _in_use(h, fmt, framework_versions)
         if at is None or not h.judged(sections, at):
             return None  # older than every release read, or the section was not found in it
-        inside = any(a <= at <= b for a, b in spans)
+        inside = _had(h, spans, at)
+        if any(_had(h, spans, r) != inside for r in _standing_for(h, v, at)):
+            # a pre-release (LLaMA-Factory 0.9.2.dev0, which LIMO vendors) between two samples
+            # that disagree on the key may have either
+            return None
         (valid if inside else invalid).append((h, spans, v, at, max(b for _, b in spans)))
     if valid:
         # Fine now; a warning only when no owner has it in its newest release (the key may
@@ -506,7 +510,22 @@ def valid_by_history(data, fmt, framework_versions):
         for h, sections in owners:
             if path[-1] not in h.by_key:
                 continue
-            _, at = _in_use(h, fmt, framework_versions or {})
-            if at is not None and any(a <= at <= b for a, b in h.spans(path[-1], sections)):
+            v, at = _in_use(h, fmt, framework_versions or {})
+            if at is not None and any(_had(h, h.spans(path[-1], sections), r) for r in _standing_for(h, v, at)):
                 found.add(path)
     return found
+
+
+def _had(h, spans, release):
+    return any(a <= release <= b for a, b in spans)
+
+
+def _standing_for(h, v, at):
+    """The sampled releases a version may behave like: its sample, and for a pre-release of the
+    sample (0.9.2.dev0 of 0.9.2) the sample before it too, since a development snapshot lies
+    between the two."""
+    if v < at and v.release == at.release:
+        before = max((r for r in h.releases if r < v), default=None)
+        if before is not None:
+            return (at, before)
+    return (at,)

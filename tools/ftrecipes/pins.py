@@ -16,6 +16,7 @@ requirement lists count: see setup_py_requirements. Poetry's caret ranges (``^4.
 
 import ast
 import functools
+import itertools
 import os
 import re
 from pathlib import Path
@@ -176,8 +177,7 @@ def _own_package(folder):
         if not m:
             continue
         fw = ALIASES.get(m["name"].lower(), m["name"].lower())
-        candidates = [(path, text)] + _package_modules(folder, fw)
-        for where, body in candidates:
+        for where, body in itertools.chain([(path, text)], _package_modules(folder, fw)):
             v = _OWN_VERSION.search(body)
             if v:
                 return fw, v["v"], f"{where}:{body.count(chr(10), 0, v.start()) + 1}"
@@ -185,16 +185,16 @@ def _own_package(folder):
 
 
 def _package_modules(folder, fw):
-    out = []
+    """(path, text) of the package's modules, read one at a time: the search stops at the first
+    version string."""
     for base in (Path(folder) / "src" / fw, Path(folder) / fw):
         if not base.is_dir():
             continue
         for path in sorted(base.rglob("*.py"))[:MAX_PACKAGE_FILES]:
             try:
-                out.append((path, sources.read_text(path, max_bytes=MAX_BYTES)))
+                yield path, sources.read_text(path, max_bytes=MAX_BYTES)
             except UserError:
                 continue
-    return out
 
 
 @functools.lru_cache(maxsize=256)

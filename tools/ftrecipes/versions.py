@@ -441,8 +441,8 @@ def _judge(name, key, owners, fmt, framework_versions):
         v, at = _in_use(h, fmt, framework_versions)
         if at is None or not h.judged(sections, at):
             return None  # older than every release read, or the section was not found in it
-        inside = _had(h, spans, at)
-        if any(_had(h, spans, r) != inside for r in _standing_for(h, v, at)):
+        inside = _had(spans, at)
+        if any(_had(spans, r) != inside for r in _standing_for(h, v, at)):
             # a pre-release (LLaMA-Factory 0.9.2.dev0, which LIMO vendors) between two samples
             # that disagree on the key may have either
             return None
@@ -511,12 +511,12 @@ def valid_by_history(data, fmt, framework_versions):
             if path[-1] not in h.by_key:
                 continue
             v, at = _in_use(h, fmt, framework_versions or {})
-            if at is not None and any(_had(h, h.spans(path[-1], sections), r) for r in _standing_for(h, v, at)):
+            if at is not None and any(_had(h.spans(path[-1], sections), r) for r in _standing_for(h, v, at)):
                 found.add(path)
     return found
 
 
-def _had(h, spans, release):
+def _had(spans, release):
     return any(a <= release <= b for a, b in spans)
 
 

@@ -25,9 +25,8 @@ def _removed():
     if h is not None:
         sections = h.select("TrainingArguments")
         for key in h.by_key:
-            spans = h.spans(key, sections)
-            if spans and key not in out and max(b for _, b in spans) < h.newest:
-                last = max(b for _, b in spans)
+            last = max((b for _, b in h.spans(key, sections)), default=None)
+            if last is not None and key not in out and last < h.newest:
                 out[key] = f"a TrainingArguments field up to transformers {last}, gone from {h.after(last)} on."
     return out
 

@@ -53,6 +53,12 @@ class Case:
     layers: int = 0             # 0: the model's own depth; fewer where host RAM cannot hold the offloaded states
     grad_accum: int = 1         # micro-batches per optimizer step (DeepSpeed cases)
     accelerate: str = ""        # fsdp2 cases: the accelerate release that prepares the model
+    transformers: str = ""      # a transformers release other than the installed one (with the peft of its time)
+    dtype: str = "bf16"         # the weights' dtype (LoRA adapters are fp32, as PEFT and the trainers cast them)
+    autocast: bool = False      # forward under torch.autocast(dtype), as a Trainer's native AMP (fp16: GradScaler)
+    optimizer: str = "adamw"    # adamw (torch) | adamw_8bit (bitsandbytes AdamW, optim_bits 8, as the Trainer builds it)
+    reentrant: bool = False     # torch.utils.checkpoint's reentrant variant (LLaMA-Factory, axolotl, transformers 4.x)
+    trainer: str = ""           # the trainer this case imitates, for the estimate (its defaults; "" none)
 
 
 # Offloading an 8B model's optimizer keeps 16 bytes per parameter in host RAM (fp32 master,
@@ -87,10 +93,37 @@ CASES = [
     # wheels); a LoRA run on one GPU shows which (the frozen base in fp32 doubles its bytes)
     Case("fsdp2-lora-r16-accelerate-1.12", "Llama-3-8B", "fsdp2", lora_rank=16, accelerate="1.12.0"),
     Case("fsdp2-lora-r16-accelerate-1.15", "Llama-3-8B", "fsdp2", lora_rank=16, accelerate="1.15.0"),
+    # Two reported OOMs the estimate does not flag (bench/published_memory.md), rerun as stated on
+    # one 80 GB card. axolotl#2412: SmolLM2-1.7B full fine-tuning in bf16 weights (no fp32 master),
+    # bitsandbytes 8-bit AdamW, one packed 16,384-token row, no checkpointing, on one H100; its
+    # transformers 4.49 computes the loss as 5.x does (loss_utils.ForCausalLMLoss), so the
+    # installed release stands in, and SDPA's flash kernel for flash-attn's varlen one.
+    Case("axolotl-2412-smollm2-1.7b-16k", "SmolLM2-1.7B", "torch", seq_len=16384, gradient_checkpointing=False,
+         autocast=True, optimizer="adamw_8bit", trainer="axolotl"),
+    Case("axolotl-2412-smollm2-1.7b-16k-tf4.49", "SmolLM2-1.7B", "torch", seq_len=16384,
+         gradient_checkpointing=False, autocast=True, optimizer="adamw_8bit", trainer="axolotl", transformers="4.49.0"),
+    # LlamaFactory#4026, one of its 8 DDP ranks (DDP adds the 21M LoRA gradients' buckets): Llama-3-8B
+    # in fp16 with fp32 rank-8 adapters on all linear layers, AMP with a GradScaler, micro batch 2
+    # x 8,192 tokens, reentrant checkpointing; with the transformers of the report's day (4.41:
+    # logits.float() and a shifted fp32 copy in the model) and with the installed one
+    Case("llamafactory-4026-rank-tf4.41", "Llama-3-8B", "torch", seq_len=8192, micro_batch=2, lora_rank=8,
+         dtype="fp16", autocast=True, reentrant=True, trainer="llamafactory", transformers="4.41.2"),
+    Case("llamafactory-4026-rank", "Llama-3-8B", "torch", seq_len=8192, micro_batch=2, lora_rank=8,
+         dtype="fp16", autocast=True, reentrant=True, trainer="llamafactory"),
+    # transformers 4.46-4.48 compute that loss in loss_utils while the model holds its p-byte
+    # logits (activations.SHIFTED_COPY_UNTIL): the same rank, and Qwen2.5-7B's 152k vocabulary
+    Case("llamafactory-4026-rank-tf4.46", "Llama-3-8B", "torch", seq_len=8192, micro_batch=2, lora_rank=8,
+         dtype="fp16", autocast=True, reentrant=True, trainer="llamafactory", transformers="4.46.3"),
+    Case("qwen2.5-7b-lora-r16-s8192-tf4.46", "Qwen2.5-7B", "torch", lora_rank=16, seq_len=8192,
+         transformers="4.46.3"),
 ]
-# where the fsdp2 cases find an accelerate release other than the installed one
-# (pip install --no-deps --target DIR accelerate==X)
-ACCELERATE_SITE = "/tmp/accelerate-{version}"
+# where a case finds a release other than the installed one (pip install --no-deps --target DIR
+# accelerate==X; transformers==X with the tokenizers, huggingface_hub and peft of its time)
+SITE = "/tmp/{package}-{version}"
+
+
+def other_releases(case: Case) -> list[tuple[str, str]]:
+    return [(pkg, v) for pkg, v in (("accelerate", case.accelerate), ("transformers", case.transformers)) if v]
 # The self-test's stand-in: a Llama config small enough for a CPU step in seconds.
 TINY = dict(model_type="llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, vocab_size=512, tie_word_embeddings=False, rms_norm_eps=1e-5)
@@ -147,6 +180,20 @@ def ds_config(case: Case, device: str) -> dict:
             "optimizer": {"type": "AdamW", "params": adam}, "steps_per_print": 10 ** 9}
 
 
+def torch_dtype(case: Case):
+    import torch
+
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}[case.dtype]
+
+
+def dtype_kwarg(case: Case) -> dict:
+    """from_config's dtype argument: `dtype` from transformers 4.56, `torch_dtype` before."""
+    import transformers
+
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    return {"dtype" if (major, minor) >= (4, 56) else "torch_dtype": torch_dtype(case)}
+
+
 def build_model(case: Case, cfg: dict, device: str, ds: dict | None, checkpoint: str | None = None):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -159,19 +206,19 @@ def build_model(case: Case, cfg: dict, device: str, ds: dict | None, checkpoint:
         import deepspeed
 
         with deepspeed.zero.Init(config_dict_or_path=ds):
-            model = AutoModelForCausalLM.from_config(conf, dtype=torch.bfloat16)
+            model = AutoModelForCausalLM.from_config(conf, **dtype_kwarg(case))
     else:
         # every case builds on the device, FSDP2 too, although a Trainer run loads it on the CPU
         # first: a random 8B init on the CPU outlasted a 4-minute device call. So the FSDP2 cases'
         # setup also holds the original bf16 model while prepare() makes its shards; forward,
         # backward and step are as in a Trainer run
         with torch.device(device):
-            model = AutoModelForCausalLM.from_config(conf, dtype=torch.bfloat16)
+            model = AutoModelForCausalLM.from_config(conf, **dtype_kwarg(case))
     # from_pretrained (the QLoRA path) returns the model in eval mode, where transformers skips
     # gradient checkpointing; a trainer calls train() before its first step
     model.train()
     if case.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": case.reentrant})
         model.config.use_cache = False
     if case.lora_rank:
         from peft import LoraConfig, get_peft_model
@@ -180,6 +227,11 @@ def build_model(case: Case, cfg: dict, device: str, ds: dict | None, checkpoint:
             model.enable_input_require_grads()
         model = get_peft_model(model, LoraConfig(r=case.lora_rank, lora_alpha=2 * case.lora_rank,
                                                  target_modules="all-linear", task_type="CAUSAL_LM"))
+        # peft from 0.12 makes adapters fp32 itself (autocast_adapter_dtype); LLaMA-Factory and
+        # TRL cast every trainable parameter to fp32 whatever the peft release
+        for param in model.parameters():
+            if param.requires_grad:
+                param.data = param.data.float()
     return model
 
 
@@ -266,11 +318,81 @@ def loss_of(model, ids, case: Case):
     return -F.logsigmoid(0.1 * margin).mean()
 
 
-def measure(case: Case, device: str, tiny: bool) -> dict:
-    """One case, this process: {phase: {allocated, reserved}} for the first step and the second
-    step's forward/backward peak (optimizer states resident)."""
+def optimizer_for(case: Case, params: list):
+    """The case's optimizer on its trainable parameters: torch AdamW (for-loop), or bitsandbytes'
+    AdamW with optim_bits 8, which is what transformers' Trainer builds for optim adamw_8bit."""
     import torch
 
+    if case.optimizer == "adamw_8bit":
+        import bitsandbytes as bnb
+
+        return bnb.optim.AdamW(params, lr=1e-5, optim_bits=8, is_paged=False)
+    return torch.optim.AdamW(params, lr=1e-5, foreach=False)
+
+
+class Stepper:
+    """forward / backward / step of one engine: DeepSpeed, accelerate's FSDP2, or plain PyTorch,
+    the last optionally under autocast with a GradScaler for fp16 (a Trainer's native AMP)."""
+
+    def __init__(self, case: Case, engine, opt=None, accelerator=None, deepspeed_engine=False):
+        import torch
+
+        self.case, self.engine, self.opt, self.accelerator, self.ds = case, engine, opt, accelerator, deepspeed_engine
+        amp = case.autocast and not deepspeed_engine
+        self.autocast = torch.autocast("cuda" if torch.cuda.is_available() else "cpu", dtype=torch_dtype(case),
+                                       enabled=amp)
+        self.scaler = torch.amp.GradScaler(enabled=amp and case.dtype == "fp16" and torch.cuda.is_available())
+
+    def forward(self, ids):
+        with self.autocast:
+            return loss_of(self.engine, ids, self.case)
+
+    def backward(self, loss):
+        if self.ds:
+            self.engine.backward(loss)
+        elif self.accelerator is not None:
+            self.accelerator.backward(loss)
+        else:
+            self.scaler.scale(loss).backward()
+
+    def step(self):
+        if self.ds:
+            self.engine.step()
+            return
+        self.scaler.step(self.opt)
+        self.scaler.update()
+        self.opt.zero_grad(set_to_none=True)
+
+
+def prepare(case: Case, model, ds: dict | None) -> Stepper:
+    if ds is not None:
+        import deepspeed
+
+        params = [p for p in model.parameters() if p.requires_grad]
+        engine, *_ = deepspeed.initialize(model=model, model_parameters=params, config=ds)
+        return Stepper(case, engine, deepspeed_engine=True)
+    opt = optimizer_for(case, [p for p in model.parameters() if p.requires_grad])
+    if case.engine == "fsdp2":
+        accelerator, engine, opt = fsdp2_prepare(case, model, opt)
+        return Stepper(case, engine, opt, accelerator)
+    return Stepper(case, model, opt)
+
+
+def check_releases(case: Case) -> None:
+    """A case that names a release runs with it (its site folder is on PYTHONPATH), or not at all."""
+    for pkg, version in other_releases(case):
+        found = __import__(pkg).__version__
+        if found != version:
+            raise RuntimeError(f"case wants {pkg} {version}, found {found}")
+
+
+def measure(case: Case, device: str, tiny: bool) -> dict:
+    """One case, this process: {phase: {allocated, reserved}} for the first step and the second
+    step's forward/backward peak (optimizer states resident). An OOM ends the case; the phase it
+    hit keeps what was allocated up to the failed request, and the message is kept."""
+    import torch
+
+    check_releases(case)
     torch.manual_seed(0)
     cfg = hf_config(case, tiny)
     meter, out = Meter(device), {}
@@ -279,45 +401,32 @@ def measure(case: Case, device: str, tiny: bool) -> dict:
         import deepspeed
 
         deepspeed.init_distributed(dist_backend="nccl" if device == "cuda" else "gloo")
-    phase = "setup"
+    key = "setup"
     scratch = tempfile.TemporaryDirectory()
     checkpoint = save_random_checkpoint(cfg, device, scratch.name) if case.quantization != "none" else None
     try:
         meter.start()
-        model = build_model(case, cfg, device, ds, checkpoint)
-        if ds is not None:
-            params = [p for p in model.parameters() if p.requires_grad]
-            engine, *_ = deepspeed.initialize(model=model, model_parameters=params, config=ds)
-        else:
-            engine = model
-            opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5, foreach=False)
-            if case.engine == "fsdp2":
-                accelerator, engine, opt = fsdp2_prepare(case, model, opt)
+        stepper = prepare(case, build_model(case, cfg, device, ds, checkpoint), ds)
         out["setup"] = meter.stop()
         ids = batch(case, cfg, device)
         for step in (1, 2):
             # DeepSpeed's engine.step() is called after every micro-batch and updates at the boundary
             for _micro in range(case.grad_accum if ds is not None else 1):
                 for phase in ("forward", "backward", "step"):
+                    key = phase if step == 1 else f"{phase} (step 2)"
                     meter.start()
                     if phase == "forward":
-                        loss = loss_of(engine, ids, case)
+                        loss = stepper.forward(ids)
                     elif phase == "backward":
-                        if ds is not None:
-                            engine.backward(loss)
-                        elif case.engine == "fsdp2":
-                            accelerator.backward(loss)
-                        else:
-                            loss.backward()
-                    elif ds is not None:
-                        engine.step()
+                        stepper.backward(loss)
                     else:
-                        opt.step()
-                        opt.zero_grad(set_to_none=True)
-                    peak, key = meter.stop(), phase if step == 1 else f"{phase} (step 2)"
+                        stepper.step()
+                    peak = meter.stop()
                     out[key] = {k: max(v, out.get(key, {}).get(k, 0)) for k, v in peak.items()}
-    except torch.OutOfMemoryError:
-        out["oom"] = phase
+    except torch.OutOfMemoryError as exc:
+        out["oom"] = key
+        out["oom_message"] = " ".join(str(exc).split())[:600]
+        out[key] = {k: max(v, out.get(key, {}).get(k, 0)) for k, v in meter.stop().items()}
     out["meter"] = meter.kind
     return out
 
@@ -329,12 +438,19 @@ def estimate_phases(case: Case, gpu: str, model_path: str | None) -> dict:
     from ftrecipes.memory import Setup, estimate
     from ftrecipes.memory.estimate import CUDA_CONTEXT
 
+    # the loss is transformers' own whatever the trainer named (its defaults only fill the rest);
+    # outside DeepSpeed the weights are loaded in the case's dtype and stepped by a for-loop AdamW
+    torch_engine = case.engine != "deepspeed"
     s = Setup(model=model_path or case.model, gpu=gpu, gpus=1, seq_len=case.seq_len, micro_batch=case.micro_batch,
-              precision="bf16", zero_stage=case.zero_stage, offload_optimizer=case.offload_optimizer,
+              precision=case.dtype, zero_stage=case.zero_stage, offload_optimizer=case.offload_optimizer,
               offload_param=case.offload_param, gradient_checkpointing=case.gradient_checkpointing,
-              attn_implementation="sdpa", lora_rank=case.lora_rank, method=case.method,
-              framework=case.engine, quantization=case.quantization, accelerate_version=case.accelerate,
-              trainer="", cuda_context_bytes=0, grad_accum=case.grad_accum)  # the loss below is transformers' own, no trainer's
+              checkpoint_reentrant=case.reentrant, attn_implementation="sdpa", lora_rank=case.lora_rank,
+              method=case.method, framework=case.engine, quantization=case.quantization,
+              accelerate_version=case.accelerate, transformers_version=case.transformers, trainer=case.trainer,
+              mixed_precision=(case.dtype if case.autocast else "no") if case.trainer else "",
+              load_dtype=case.dtype if torch_engine else "", optimizer=case.optimizer,
+              adam_impl="single" if torch_engine and case.optimizer == "adamw" else "auto",
+              cuda_context_bytes=0, grad_accum=case.grad_accum)
     r = estimate(s)
     card = estimate(replace(s, cuda_context_bytes=CUDA_CONTEXT)).gpu_card_bytes
     return {"phases": {p.name: p.total_bytes for p in r.phases}, "peak": r.gpu_peak_bytes, "verdict": r.verdict,
@@ -371,9 +487,10 @@ def run_case(case: Case, device: str, tiny: bool, env: dict) -> dict:
         cmd = [sys.executable, __file__, "--run-case", json.dumps(asdict(case)), "--device", device, "--json", str(out)]
         if tiny:
             cmd.append("--tiny")
-        site = ACCELERATE_SITE.format(version=case.accelerate)
-        if case.accelerate and Path(site).is_dir():
-            env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [site, env.get("PYTHONPATH")])))
+        sites = [SITE.format(package=pkg, version=v) for pkg, v in other_releases(case)]
+        sites = [site for site in sites if Path(site).is_dir()]
+        if sites:
+            env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [*sites, env.get("PYTHONPATH")])))
         t0 = time.time()
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
         if proc.returncode != 0 or not out.exists():
@@ -385,18 +502,17 @@ def run_case(case: Case, device: str, tiny: bool, env: dict) -> dict:
 
 
 def skip_reason(case: Case, device: str) -> str | None:
-    if case.accelerate:
-        import accelerate
-
-        if accelerate.__version__ != case.accelerate and not Path(ACCELERATE_SITE.format(version=case.accelerate)).is_dir():
-            return f"accelerate {case.accelerate} is not installed (nor in {ACCELERATE_SITE.format(version=case.accelerate)})"
-    if case.quantization != "none":
+    for pkg, version in other_releases(case):
+        site = SITE.format(package=pkg, version=version)
+        if __import__(pkg).__version__ != version and not Path(site).is_dir():
+            return f"{pkg} {version} is not installed (nor in {site})"
+    if case.quantization != "none" or case.optimizer == "adamw_8bit":
         try:
             import bitsandbytes  # noqa: F401
         except ImportError:
             return "bitsandbytes is not installed"
         if device != "cuda":
-            return "bitsandbytes 4-bit needs a GPU here"
+            return "bitsandbytes needs a GPU here"
     return None
 
 

@@ -22,6 +22,9 @@ Verdict agreement: a reported OOM agrees when the estimate says "oom", or "tight
 card-level figure above the GPU's capacity; a run that completed (a figure
 or "ran") agrees when the estimate does not say "oom" and names no error (a setting it says
 the run fails with, Result.errors).
+A case may name `rerun`: runs of its stated setting on a real GPU by bench/gpu_calibrate.py
+(file under bench/, case name). They are printed beside the case after the summary, and they
+change nothing above: the published outcome stays what the case is scored on.
 Exit status 0 unless the case file is unusable (2).
 """
 from __future__ import annotations
@@ -86,7 +89,32 @@ def problems(cases) -> list[str]:
             out.append(f"{where}: assumptions must be a list")
         if not isinstance(c.get("setup"), dict) or not c.get("setup"):
             out.append(f"{where}: setup must be a non-empty mapping")
+        out += [f"{where}: rerun {why}" for why in rerun_problems(c.get("rerun", []))]
     return out
+
+
+def rerun_problems(reruns) -> list[str]:
+    if not isinstance(reruns, list):
+        return ["must be a list of {file, case}"]
+    out = []
+    for r in reruns:
+        if not isinstance(r, dict) or set(r) != {"file", "case"}:
+            out.append("entries need exactly file and case")
+        elif rerun_of(r) is None:
+            out.append(f"{r['case']!r} is not a run in {r['file']}")
+    return out
+
+
+def rerun_of(ref: dict) -> dict | None:
+    """The measured run a case's rerun entry names (bench/gpu_calibrate/*.json), or None."""
+    path = os.path.normpath(os.path.join(HERE, str(ref["file"])))
+    if not path.startswith(HERE + os.sep) or not os.path.isfile(path):
+        return None
+    try:
+        runs = json.loads(read_text(path, max_bytes=MAX_BYTES))["runs"]
+        return next((r["measured"] for r in runs if r["case"]["name"] == ref["case"]), None)
+    except (ValueError, KeyError, TypeError, UserError):  # not a gpu_calibrate measurements file
+        return None
 
 
 def load(path: str = CASES) -> list[dict]:
@@ -151,6 +179,8 @@ def evaluate(case: dict) -> dict:
         row["agrees"] = r.verdict == "oom" or (r.verdict == "tight" and f["nvidia-smi"] > r.gpu_bytes)
     else:
         row["agrees"] = r.verdict != "oom" and not r.errors
+    if case.get("rerun"):
+        row["reruns"] = [(ref["case"], rerun_of(ref)) for ref in case["rerun"]]
     if m["what"] not in ("oom", "ran"):
         est = f[m["what"]] / GiB
         row["estimate_gib"] = est
@@ -211,12 +241,30 @@ def report(rows: list[dict], sums: dict, sources: dict) -> str:
                    f"{_num(s['median_abs_error_pct'])} | {s['low']} / {s['high']} | "
                    f"{s['verdict_agreement']}/{s['verdict_total']} | {recall} | {s['false_oom']}/{s['ran_total']} | "
                    f"{s['not_expressible']} |")
+    out += rerun_table(rows)
     out += ["", "By source (all splits):", "", "| source | cases | expressible | median abs error % | low / high | "
             "verdicts agree |", "|---|---:|---:|---:|---|---|"]
     for name, s in sources.items():
         out.append(f"| {name} | {s['cases']} | {s['expressible']} | {_num(s['median_abs_error_pct'])} | "
                    f"{s['low']} / {s['high']} | {s['verdict_agreement']}/{s['verdict_total']} |")
     return "\n".join(out)
+
+
+def rerun_table(rows: list[dict]) -> list[str]:
+    """Cases whose stated setting was also run on a GPU (bench/gpu_calibrate): what that run did."""
+    reran = [r for r in rows if r.get("reruns")]
+    if not reran:
+        return []
+    out = ["", "Stated settings rerun on a GPU (bench/gpu_calibrate.py; the published outcome above is "
+           "what the case is scored on):", "",
+           "| case | published | estimate | rerun | outcome | allocated / reserved / card GiB |", "|---|---|---|---|---|---|"]
+    for r in reran:
+        for name, meas in r["reruns"]:
+            phases = [v for v in meas.values() if isinstance(v, dict)]
+            peak = " / ".join(f"{max(v.get(k, 0) for v in phases) / GiB:.2f}" for k in ("allocated", "reserved", "card_now"))
+            outcome = f"OOM in {meas['oom']}" if "oom" in meas else "ran"
+            out.append(f"| {r['id']} | {r['what']} | {r.get('verdict', '-')} | {name} | {outcome} | {peak} |")
+    return out
 
 
 def main(argv=None) -> int:

@@ -202,18 +202,21 @@ def test_optimizer_in_backward_keeps_one_gradient_at_a_time():
         estimate(Setup(model="Qwen2.5-7B", zero_stage=2, optimizer_in_backward=True))
 
 
-def test_8bit_adamw_keeps_two_bytes_a_parameter_and_32bit_states_for_embeddings():
-    """bitsandbytes 8-bit Adam: two uint8 states + an fp32 absmax per 256 values; transformers'
-    Trainer overrides nn.Embedding to 32-bit states (optim_bits=32)."""
+def test_8bit_adamw_keeps_two_bytes_a_parameter_and_32bit_states_only_for_old_embeddings():
+    """bitsandbytes 8-bit Adam: two uint8 states + an fp32 absmax per 256 values, embeddings too
+    (transformers >= 4.30 builds bnb.optim.AdamW(optim_bits=8)); only the Adam8bit class of
+    transformers <= 4.29 had its Trainer override nn.Embedding to 32-bit states."""
     base = dict(model="Qwen2.5-7B", framework="torch", gpu="H200")
     adam = phase(estimate(Setup(**base)), "step")["optimizer"]
     a8 = phase(estimate(Setup(**base, optimizer="adamw_8bit")), "step")["optimizer"]
+    old = phase(estimate(Setup(**base, optimizer="adamw_8bit", transformers_version="4.29.2")), "step")["optimizer"]
     emb = QWEN.vocab_size * QWEN.hidden_size
-    rest = QWEN.param_count() - emb
-    # bf16 AdamW states: 4 bytes/param; 8-bit: 2 + 8/256 for the rest, fp32 (8) for the embedding.
-    # torch's foreach AdamW also takes the sqrt of every exp_avg_sq at once (2 bytes a
-    # parameter); bitsandbytes updates in one fused kernel without it.
-    assert adam - a8 == pytest.approx(rest * (4 - 2 - 8 / 256) + emb * (4 - 8) + 2 * QWEN.param_count(), rel=1e-6)
+    n = QWEN.param_count()
+    # bf16 AdamW states: 4 bytes/param; 8-bit: 2 + 8/256. torch's foreach AdamW also takes the
+    # sqrt of every exp_avg_sq at once (2 bytes a parameter); bitsandbytes updates in one fused
+    # kernel without it.
+    assert adam - a8 == pytest.approx(n * (4 - 2 - 8 / 256) + 2 * n, rel=1e-6)
+    assert old - a8 == pytest.approx(emb * (8 - 2 - 8 / 256), rel=1e-6)
 
 
 def test_paged_optimizer_states_leave_the_gpu_budget():

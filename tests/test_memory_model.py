@@ -364,3 +364,32 @@ def test_nccl_buffers_count_on_the_card_of_multi_process_runs_only():
     assert one.gpu_card_bytes == pytest.approx(one.gpu_reserved_bytes + one.cuda_context_bytes)
     assert two.gpu_card_bytes == pytest.approx(two.gpu_reserved_bytes + two.cuda_context_bytes
                                                + NCCL_BUFFERS)
+
+
+def test_transformers_loss_forward_by_release():
+    """Bytes per logit transformers' own loss holds in forward beside its saved log-probs, as read
+    in the 4.41.2-4.49.0 wheels (activations.SHIFTED_COPY_UNTIL) and measured on an H100
+    (tests/test_gpu_calibration_data.py): up to 4.45 the fp32 logits and their shifted copy; 4.46
+    to 4.48 those beside the model's own bf16 logits; from 4.49 bf16 + fp32 only. A one-row
+    batch's shifted slice is contiguous, so it is never copied; fp32 logits are not upcast."""
+    from ftrecipes.memory.activations import hf_loss_forward_transient as f
+
+    assert [f(1, 2, v, rows=2) for v in ("4.41.2", "4.45.2", "4.46.3", "4.48.3", "4.49.0", "")] == [8, 8, 10, 10, 6, 6]
+    assert [f(1, 2, v, rows=1) for v in ("4.41.2", "4.46.3", "5.17.0")] == [6, 6, 6]
+    assert f(1, 4, "", rows=2) == 4 and f(1, 4, "4.41.2", rows=2) == 8
+
+
+def test_eight_bit_adam_keeps_embeddings_eight_bit_from_transformers_4_30():
+    """transformers <= 4.29 built bitsandbytes' Adam8bit for adamw_bnb_8bit, and the Trainer gave
+    nn.Embedding 32-bit states for that class only; from 4.30 both 8-bit names build
+    bnb.optim.AdamW(optim_bits=8): 2 bytes per weight for the embedding too."""
+    from ftrecipes.memory import Setup, estimate
+
+    def opt(version):
+        s = Setup(model="SmolLM2-1.7B", gpu="H100-80GB", gpus=1, framework="torch", precision="bf16",
+                  load_dtype="bf16", optimizer="adamw_8bit", transformers_version=version)
+        return next(p for p in estimate(s).phases if p.name == "step").by_category["optimizer"]
+
+    embed = 49152 * 2048
+    assert opt("4.29.2") - opt("4.30.0") == pytest.approx(6 * embed, rel=0.01)
+    assert opt("") == opt("4.49.0")

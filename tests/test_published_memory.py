@@ -114,6 +114,21 @@ def test_the_checks_catch_a_broken_case(bench, cases):
     assert "quote" in found and "breaks the rule" in found and "gib" in found and "duplicate id" in found
 
 
+def test_a_rerun_must_name_a_measured_run(bench, cases):
+    """A case's rerun entries point at runs bench/gpu_calibrate.py recorded; a wrong file, a case
+    name the file lacks or a path out of bench/ is a problem, and the good ones are printed."""
+    with_rerun = next(c for c in cases if c.get("rerun"))
+    broken = json.loads(json.dumps(with_rerun))
+    broken["rerun"] = [{"file": "gpu_calibrate/h100-run5.json", "case": "no-such-run"},
+                       {"file": "../README.md", "case": "x"}, {"file": "gpu_calibrate/h100-run5.json"},
+                       {"file": "published_memory/cases.yaml", "case": "x"}]
+    found = bench.problems([broken])
+    assert sum("rerun" in f for f in found) == 4, found
+    row = bench.evaluate(with_rerun)
+    assert row["reruns"] and all("setup" in meas for _name, meas in row["reruns"])
+    assert "| ran |" in "\n".join(bench.rerun_table([row])) or "OOM in" in "\n".join(bench.rerun_table([row]))
+
+
 def test_benchmark_runs_and_accounts_for_every_case(bench, cases, capsys):
     assert bench.main(["--json"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -31,7 +31,8 @@ p*h/p*i terms but adds the fp32 copies, which for all-linear targets end up larg
 The loss (transformers' ForCausalLMLoss) upcasts logits to fp32 and runs log_softmax: the forward
 peak holds bf16 logits (p*V) + fp32 logits (4V) + log-probs (4V) per token; the log-probs (4V) stay
 saved; the start of backward adds two fp32 V-wide gradients (8V). For 150k vocabularies this
-logits/loss peak is larger than a whole decoder layer's activations.
+logits/loss peak is larger than a whole decoder layer's activations. Releases before 4.49 also
+made a shifted contiguous copy of the fp32 logits (SHIFTED_COPY_UNTIL).
 """
 from __future__ import annotations
 
@@ -41,6 +42,17 @@ from . import trl_head
 from .catalog import ModelShape, VisionTower
 
 LOSS_KERNELS = ("none", "liger", "chunked")
+# transformers' own causal-LM loss by release, read in the 4.41.2, 4.44.2, 4.45.2, 4.46.3, 4.47.1,
+# 4.48.3 and 4.49.0 wheels. Up to 4.45 the model itself runs `logits = logits.float()` (its p-byte
+# logits freed by the rebinding) and CrossEntropyLoss on `logits[..., :-1, :].contiguous()`, a
+# second V-wide fp32 tensor; 4.46 to 4.48 move that into loss_utils.ForCausalLMLoss while the model
+# still holds its p-byte logits; from 4.49 the labels are shifted (nn.functional.pad) instead.
+# The slice of a one-row batch is contiguous already, so only batches of several rows copy.
+# Measured on an H100 (bench/gpu_calibrate h100-run5 and -run6): Llama-3-8B LoRA, 2 rows of 8,192
+# tokens, forward 42.97 / 46.88 / 39.06 GiB under 4.41.2 / 4.46.3 / 5.17.0 (2V and 4V per token
+# more), backward peaks equal; Qwen2.5-7B, one row under 4.46.3: no copy.
+UPCAST_IN_MODEL_UNTIL = "4.46.0"
+SHIFTED_COPY_UNTIL = "4.49.0"
 
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -220,12 +232,15 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
                 attn_implementation: str = "sdpa", sequences_per_sample: int = 1,
                 adapter_fp32: bool = True, loss_kernel: str = "none", image_slices: int = 0,
                 checkpoint_offload: bool = False, head_weight_bytes: int = 0,
-                lora_dropout: bool = False, vision_frozen: tuple = (False, False)) -> Activations:
+                lora_dropout: bool = False, vision_frozen: tuple = (False, False),
+                transformers_loss: str | None = None) -> Activations:
     """Activation memory for one micro batch; sequences_per_sample=2 for DPO's chosen+rejected.
     image_slices: image slices per sample run through shape.vision (their LLM tokens are part of
     seq_len already); vision_frozen: (tower, projector) frozen, which autograd then does not save
     for (pixel inputs need no gradient). checkpoint_offload: the checkpointed layer inputs wait in host RAM.
-    head_weight_bytes: bytes per element of a trained LM head (0: frozen), for TRL's fused head."""
+    head_weight_bytes: bytes per element of a trained LM head (0: frozen), for TRL's fused head.
+    transformers_loss: the transformers release whose own loss the model computes ("": a current
+    one; None: the trainer computes the loss from the logits)."""
     b = micro_batch * sequences_per_sample
     T = b * seq_len
     h, L = shape.hidden_size, shape.num_hidden_layers
@@ -256,7 +271,8 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
         recompute = 0
     final_norm = (4 * h + 4 + p * h) + (p * h if not lora_rank else 0)
     rotary = 2 * p * shape.head_dim  # cos and sin tables, shared by all layers
-    loss_saved, forward_transient, loss_backward = loss_terms(shape, p, T, loss_kernel, head_weight_bytes)
+    loss_saved, forward_transient, loss_backward = loss_terms(shape, p, T, loss_kernel, head_weight_bytes,
+                                                              transformers_loss, rows=b)
     saved_other = (final_norm + rotary) * T + loss_saved
     i = shape.intermediate_size
     # One layer's backward: the MLP gradients (d down-input, d product, d gate/up) are i-wide;
@@ -274,12 +290,33 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
                        loss_saved)
 
 
+def hf_loss_forward_transient(V: int, p: int, transformers_version: str = "", rows: int = 1) -> int:
+    """Bytes per token transformers' loss holds in forward beside the saved log-probs: the p-byte
+    logits, their fp32 upcast (none when they are fp32 already, `.float()` returns them) and,
+    before SHIFTED_COPY_UNTIL with more than one row, the shifted copy. An unstated release is a
+    current one."""
+    from ..pep440 import parse
+
+    upcast = 4 * V if p < 4 else 0
+    release = parse(transformers_version) if transformers_version else None
+    if release is None or release >= parse(SHIFTED_COPY_UNTIL) or rows < 2:
+        return p * V + upcast
+    if release >= parse(UPCAST_IN_MODEL_UNTIL):
+        return p * V + upcast + 4 * V
+    # the upcast rebinds `logits`: fp32 logits and their shifted copy, or p + 4 at the upcast itself
+    return max(4 * V + 4 * V, p * V + upcast)
+
+
 def loss_terms(shape: ModelShape, p: int, T: int, loss_kernel: str = "none",
-               head_weight_bytes: int = 0) -> tuple[float, float, float]:
+               head_weight_bytes: int = 0, transformers_version: str | None = None,
+               rows: int = 1) -> tuple[float, float, float]:
     """(saved, forward transient, backward transient) bytes of the LM head + cross-entropy.
 
     none:    transformers' ForCausalLMLoss, see the module docstring: log-probs (4V) saved, p*V
              logits + their 4V fp32 copy transient, 8V of loss gradients at the start of backward.
+             transformers_version: the release when the model computes that loss itself ("": a
+             current one; hf_loss_forward_transient), None when a trainer's own code takes the
+             logits (DPO, GRPO, OpenRLHF), kept at p*V + 4V.
     liger:   Liger's fused linear cross-entropy (liger_kernel/ops/fused_linear_cross_entropy.py)
              never builds the T x V logits: it runs chunks of next_pow2(ceil(T / ceil(V/h)))
              tokens, computes the loss and the input gradient during forward (grad_input, p*h per
@@ -292,7 +329,9 @@ def loss_terms(shape: ModelShape, p: int, T: int, loss_kernel: str = "none",
     """
     V, h = shape.vocab_size, shape.hidden_size
     if loss_kernel in ("none", "", None):
-        return 4 * V * T, (p * V + 4 * V) * T, 8 * V * T
+        forward = hf_loss_forward_transient(V, p, transformers_version, rows) if transformers_version is not None \
+            else p * V + 4 * V
+        return 4 * V * T, forward * T, 8 * V * T
     if loss_kernel == "liger":
         inc = -(-V // h)
         chunk = 1 << max(0, (-(-T // inc) - 1).bit_length())

@@ -393,7 +393,8 @@ def _buffers(c: _Plan) -> None:
                             loss_kernel=c.loss_kernel, image_slices=s.image_slices,
                             vision_frozen=(s.freeze_vision_tower, s.freeze_projector),
                             checkpoint_offload=s.checkpoint_offload, head_weight_bytes=_head_weight_bytes(c),
-                            lora_dropout=s.lora_dropout > 0)
+                            lora_dropout=s.lora_dropout > 0,
+                            transformers_loss=s.transformers_version if _model_computes_loss(s) else None)
     else:
         c.notes.append("no architecture given (--params only): activations not modelled")
     largest_gather = 0  # elements ZeRO-3 must gather at once
@@ -500,6 +501,12 @@ def _runtime_reserve(c: _Plan) -> dict:
         c.notes.append(note)
     return {"params": c.ms.params + c.ref_params + tables, "runtime": s.cuda_context_bytes, "generation": generation,
             "grads": c.ms.comm_buffers}
+
+
+def _model_computes_loss(s: Setup) -> bool:
+    """The causal-LM loss is transformers' own (the model gets labels): SFT outside OpenRLHF, whose
+    trainer computes GPTLMLoss from the returned logits. DPO/GRPO trainers compute log-probs."""
+    return s.method == "sft" and s.trainer != "openrlhf"
 
 
 def _tokens(s: Setup) -> int:

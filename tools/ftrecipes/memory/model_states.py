@@ -137,7 +137,12 @@ def _check_quantization(quantization: str) -> None:
 
 # bitsandbytes 8-bit optimizers (bitsandbytes/optim/optimizer.py Optimizer8bit.init_state): two
 # uint8 states plus one fp32 absmax per block of 256 values each. transformers' Trainer keeps
-# nn.Embedding weights on 32-bit states (register_module_override(..., {"optim_bits": 32})).
+# nn.Embedding weights on 32-bit states (register_module_override(..., {"optim_bits": 32})) only
+# when its optimizer class is named Adam8bit: optim adamw_bnb_8bit up to 4.29 (read in the 4.26.1
+# to 4.29.2 wheels). From 4.30 adamw_8bit and adamw_bnb_8bit build bnb.optim.AdamW(optim_bits=8)
+# (read in 4.30.2, 4.36.2 and 4.49.0), so embeddings get 8-bit states like every other weight
+# (measured: bench/gpu_calibrate h100-run5, axolotl-2412's step).
+EMBEDDING_32BIT_UNTIL = "4.30.0"
 OPTIMIZERS = ("adamw", "adamw_8bit", "paged_adamw_8bit", "paged_adamw_32bit", "sgd", "adafactor")
 
 
@@ -517,10 +522,18 @@ def adapters_in_fp32(s) -> bool:
     return True
 
 
+def embedding_states_32bit(s) -> bool:
+    """The Trainer gives the embedding 32-bit states under an 8-bit optimizer: a transformers
+    release before EMBEDDING_32BIT_UNTIL, stated (unstated means a current one)."""
+    from ..pep440 import parse
+
+    return bool(s.transformers_version) and parse(s.transformers_version) < parse(EMBEDDING_32BIT_UNTIL)
+
+
 def expressed_states(s, shape, total: int, trainable: int, n: int, stage: int, p: int, *,
                      offload_optimizer: str, offload_param: str, pt: int) -> ModelStates:
     """Model states of Setup s: DeepSpeed's ZeRO placement or a PyTorch wrapper's, with quantized
-    base weights, the chosen optimizer and 32-bit states for embeddings under 8-bit Adam."""
+    base weights, the chosen optimizer and, for old Trainers, 32-bit embedding states under 8-bit Adam."""
     frozen = total - trainable
     frozen_bytes = None
     embed_trainable = 0
@@ -537,7 +550,7 @@ def expressed_states(s, shape, total: int, trainable: int, n: int, stage: int, p
 
         saved = modules_to_save_params(shape, s.modules_to_save)  # copies and in-place towers alike
     if shape is not None:
-        if not s.lora_rank or "embed_tokens" in (s.modules_to_save or ()):
+        if (not s.lora_rank or "embed_tokens" in (s.modules_to_save or ())) and embedding_states_32bit(s):
             embed_trainable = shape.vocab_size * shape.hidden_size
         if s.quantization != "none":
             # transformers' bitsandbytes integration replaces every nn.Linear of the decoder;

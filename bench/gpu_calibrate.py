@@ -59,6 +59,7 @@ class Case:
     optimizer: str = "adamw"    # adamw (torch) | adamw_8bit (bitsandbytes AdamW, optim_bits 8, as the Trainer builds it)
     reentrant: bool = False     # torch.utils.checkpoint's reentrant variant (LLaMA-Factory, axolotl, transformers 4.x)
     trainer: str = ""           # the trainer this case imitates, for the estimate (its defaults; "" none)
+    lengths: tuple = ()         # one sequence length per step (the longest is seq_len); (): two steps at seq_len
 
 
 # Offloading an 8B model's optimizer keeps 16 bytes per parameter in host RAM (fp32 master,
@@ -116,6 +117,17 @@ CASES = [
          dtype="fp16", autocast=True, reentrant=True, trainer="llamafactory", transformers="4.46.3"),
     Case("qwen2.5-7b-lora-r16-s8192-tf4.46", "Qwen2.5-7B", "torch", lora_rank=16, seq_len=8192,
          transformers="4.46.3"),
+    # Steps of different lengths (unpacked data padded per batch): what the allocator keeps
+    # reserved beyond the allocated peak when the V-wide logits blocks change size every step
+    # (estimate.ALLOCATOR_VARYING, fitted on published figures only). Lengths drawn once, fixed.
+    Case("lora-r16-varying-4k", "Llama-3-8B", "torch", lora_rank=16, seq_len=4096,
+         lengths=(1536, 4096, 640, 2816, 3968, 1024, 3456, 2048, 4096, 768, 3200, 2304)),
+    Case("qwen2.5-7b-lora-r16-varying-4k", "Qwen2.5-7B", "torch", lora_rank=16, seq_len=4096,
+         lengths=(1536, 4096, 640, 2816, 3968, 1024, 3456, 2048, 4096, 768, 3200, 2304)),
+    # the same over 60 steps (every 16-token length from 512 to 4,096 equally likely, a fixed
+    # sequence), to see whether that cache keeps growing with the run's length
+    Case("lora-r16-varying-4k-60", "Llama-3-8B", "torch", lora_rank=16, seq_len=4096,
+         lengths=tuple([4096] + [512 + 16 * ((i * 2654435761) % 225) for i in range(1, 59)] + [4096])),
 ]
 # where a case finds a release other than the installed one (pip install --no-deps --target DIR
 # accelerate==X; transformers==X with the tokenizers, huggingface_hub and peft of its time)
@@ -271,12 +283,22 @@ def attn_implementation(device: str) -> str:
     return "flash_attention_2"
 
 
-def batch(case: Case, cfg: dict, device: str):
+def batch(case: Case, cfg: dict, device: str, length: int):
     import torch
 
     rows = case.micro_batch * (2 if case.method == "dpo" else 1)
-    ids = torch.randint(0, cfg["vocab_size"], (rows, case.seq_len), device=device)
-    return ids
+    return torch.randint(0, cfg["vocab_size"], (rows, length), device=device)
+
+
+def step_lengths(case: Case) -> list[int]:
+    return list(case.lengths) or [case.seq_len, case.seq_len]
+
+
+def phase_key(phase: str, step: int, steps: int) -> str:
+    """Step 1's phases by name; every later step's merged into one row (the states are resident)."""
+    if step == 1:
+        return phase
+    return f"{phase} (step 2)" if steps == 2 else f"{phase} (steps 2-{steps})"
 
 
 def fsdp2_prepare(case: Case, model, opt):
@@ -408,12 +430,13 @@ def measure(case: Case, device: str, tiny: bool) -> dict:
         meter.start()
         stepper = prepare(case, build_model(case, cfg, device, ds, checkpoint), ds)
         out["setup"] = meter.stop()
-        ids = batch(case, cfg, device)
-        for step in (1, 2):
+        lengths = step_lengths(case)
+        for step, length in enumerate(lengths, 1):
+            ids = batch(case, cfg, device, length)
             # DeepSpeed's engine.step() is called after every micro-batch and updates at the boundary
             for _micro in range(case.grad_accum if ds is not None else 1):
                 for phase in ("forward", "backward", "step"):
-                    key = phase if step == 1 else f"{phase} (step 2)"
+                    key = phase_key(phase, step, len(lengths))
                     meter.start()
                     if phase == "forward":
                         loss = stepper.forward(ids)
@@ -450,7 +473,7 @@ def estimate_phases(case: Case, gpu: str, model_path: str | None) -> dict:
               mixed_precision=(case.dtype if case.autocast else "no") if case.trainer else "",
               load_dtype=case.dtype if torch_engine else "", optimizer=case.optimizer,
               adam_impl="single" if torch_engine and case.optimizer == "adamw" else "auto",
-              cuda_context_bytes=0, grad_accum=case.grad_accum)
+              cuda_context_bytes=0, grad_accum=case.grad_accum, varying_lengths=bool(case.lengths))
     r = estimate(s)
     card = estimate(replace(s, cuda_context_bytes=CUDA_CONTEXT)).gpu_card_bytes
     return {"phases": {p.name: p.total_bytes for p in r.phases}, "peak": r.gpu_peak_bytes, "verdict": r.verdict,
@@ -541,7 +564,7 @@ def report(rows: list, header: str) -> str:
         phases = [p for p in meas if isinstance(meas[p], dict)]
         for ph in phases:
             e = est["phases"].get(ph.split(" ")[0])
-            if ph.endswith("(step 2)") and ph.startswith(("forward", "backward")):
+            if "(step" in ph and ph.startswith(("forward", "backward")):
                 e = est["peak"]
             a = meas[ph]["allocated"]
             # a CPU process's resident set is not what the estimate counts: no error figure then
@@ -624,7 +647,8 @@ def calibrate(a, device: str) -> int:
             if case.name not in names:
                 continue
             if a.self_test:
-                case = Case(**{**asdict(case), "model": "tiny-llama", "seq_len": 32, "layers": 0})
+                scaled = tuple(max(8, n * 32 // case.seq_len) for n in case.lengths)
+                case = Case(**{**asdict(case), "model": "tiny-llama", "seq_len": 32, "layers": 0, "lengths": scaled})
             why = skip_reason(case, device)
             meas = {"skipped": f"skipped: {why}"} if why else run_case(case, device, a.self_test, env)
             rows.append((case, meas, estimate_phases(case, gpu, model_path_for(case, d, a.self_test))))

@@ -121,3 +121,16 @@ def test_eight_bit_adam_step(case, measured, env, tmp_path):
     SmolLM2-1.7B, whose 0.1 B embedding would add 0.56 GiB on 32-bit states, within 2 %."""
     est = _estimate(case, env, tmp_path)
     assert est["phases"]["step"] == pytest.approx(measured["step"]["allocated"], rel=0.02), case.name
+
+
+def test_steps_of_a_varying_case_follow_its_lengths():
+    """A case with lengths runs one step per length and merges steps 2..N into one row per phase
+    (h100-run8/9); a case without runs two steps at seq_len, as runs 1-7 were recorded."""
+    fixed = gpu_calibrate.Case("x", "Llama-3-8B", "torch", seq_len=1024)
+    varying = gpu_calibrate.Case("y", "Llama-3-8B", "torch", seq_len=4096, lengths=(512, 4096, 1024))
+    assert gpu_calibrate.step_lengths(fixed) == [1024, 1024]
+    assert gpu_calibrate.step_lengths(varying) == [512, 4096, 1024]
+    assert [gpu_calibrate.phase_key("forward", k, 2) for k in (1, 2)] == ["forward", "forward (step 2)"]
+    assert gpu_calibrate.phase_key("backward", 3, 3) == "backward (steps 2-3)"
+    for case in gpu_calibrate.CASES:
+        assert not case.lengths or max(case.lengths) == case.seq_len, case.name

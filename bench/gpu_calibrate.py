@@ -66,6 +66,7 @@ class Case:
 # momentum, variance, fp32 gradient partition): 128 GB for Llama-3-8B, all a 128 GB GPU host has.
 # The offload cases therefore keep Llama-3-8B's width and vocabulary with 16 of its 32 layers;
 # the estimate is taken for that same config, so the comparison is like for like.
+TWELVE_LENGTHS = (1536, 4096, 640, 2816, 3968, 1024, 3456, 2048, 4096, 768, 3200, 2304)
 CASES = [
     Case("pm4-zero2", "Llama-3-8B", "deepspeed", zero_stage=2),
     Case("pm4-zero2-adam-offload", "Llama-3-8B", "deepspeed", zero_stage=2, offload_optimizer="cpu", layers=16),
@@ -120,10 +121,9 @@ CASES = [
     # Steps of different lengths (unpacked data padded per batch): what the allocator keeps
     # reserved beyond the allocated peak when the V-wide logits blocks change size every step
     # (estimate.ALLOCATOR_VARYING, fitted on published figures only). Lengths drawn once, fixed.
-    Case("lora-r16-varying-4k", "Llama-3-8B", "torch", lora_rank=16, seq_len=4096,
-         lengths=(1536, 4096, 640, 2816, 3968, 1024, 3456, 2048, 4096, 768, 3200, 2304)),
+    Case("lora-r16-varying-4k", "Llama-3-8B", "torch", lora_rank=16, seq_len=4096, lengths=TWELVE_LENGTHS),
     Case("qwen2.5-7b-lora-r16-varying-4k", "Qwen2.5-7B", "torch", lora_rank=16, seq_len=4096,
-         lengths=(1536, 4096, 640, 2816, 3968, 1024, 3456, 2048, 4096, 768, 3200, 2304)),
+         lengths=TWELVE_LENGTHS),
     # the same over 60 steps (every 16-token length from 512 to 4,096 equally likely, a fixed
     # sequence), to see whether that cache keeps growing with the run's length
     Case("lora-r16-varying-4k-60", "Llama-3-8B", "torch", lora_rank=16, seq_len=4096,
@@ -201,9 +201,9 @@ def torch_dtype(case: Case):
 def dtype_kwarg(case: Case) -> dict:
     """from_config's dtype argument: `dtype` from transformers 4.56, `torch_dtype` before."""
     import transformers
+    from ftrecipes.pep440 import parse
 
-    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
-    return {"dtype" if (major, minor) >= (4, 56) else "torch_dtype": torch_dtype(case)}
+    return {"dtype" if parse(transformers.__version__) >= parse("4.56.0") else "torch_dtype": torch_dtype(case)}
 
 
 def build_model(case: Case, cfg: dict, device: str, ds: dict | None, checkpoint: str | None = None):
@@ -356,14 +356,13 @@ class Stepper:
     """forward / backward / step of one engine: DeepSpeed, accelerate's FSDP2, or plain PyTorch,
     the last optionally under autocast with a GradScaler for fp16 (a Trainer's native AMP)."""
 
-    def __init__(self, case: Case, engine, opt=None, accelerator=None, deepspeed_engine=False):
+    def __init__(self, case: Case, device: str, engine, opt=None, accelerator=None, deepspeed_engine=False):
         import torch
 
         self.case, self.engine, self.opt, self.accelerator, self.ds = case, engine, opt, accelerator, deepspeed_engine
         amp = case.autocast and not deepspeed_engine
-        self.autocast = torch.autocast("cuda" if torch.cuda.is_available() else "cpu", dtype=torch_dtype(case),
-                                       enabled=amp)
-        self.scaler = torch.amp.GradScaler(enabled=amp and case.dtype == "fp16" and torch.cuda.is_available())
+        self.autocast = torch.autocast(device, dtype=torch_dtype(case), enabled=amp)
+        self.scaler = torch.amp.GradScaler(enabled=amp and case.dtype == "fp16" and device == "cuda")
 
     def forward(self, ids):
         with self.autocast:
@@ -386,18 +385,18 @@ class Stepper:
         self.opt.zero_grad(set_to_none=True)
 
 
-def prepare(case: Case, model, ds: dict | None) -> Stepper:
+def prepare(case: Case, device: str, model, ds: dict | None) -> Stepper:
+    params = [p for p in model.parameters() if p.requires_grad]
     if ds is not None:
         import deepspeed
 
-        params = [p for p in model.parameters() if p.requires_grad]
         engine, *_ = deepspeed.initialize(model=model, model_parameters=params, config=ds)
-        return Stepper(case, engine, deepspeed_engine=True)
-    opt = optimizer_for(case, [p for p in model.parameters() if p.requires_grad])
+        return Stepper(case, device, engine, deepspeed_engine=True)
+    opt = optimizer_for(case, params)
     if case.engine == "fsdp2":
         accelerator, engine, opt = fsdp2_prepare(case, model, opt)
-        return Stepper(case, engine, opt, accelerator)
-    return Stepper(case, model, opt)
+        return Stepper(case, device, engine, opt, accelerator)
+    return Stepper(case, device, model, opt)
 
 
 def check_releases(case: Case) -> None:
@@ -428,7 +427,7 @@ def measure(case: Case, device: str, tiny: bool) -> dict:
     checkpoint = save_random_checkpoint(cfg, device, scratch.name) if case.quantization != "none" else None
     try:
         meter.start()
-        stepper = prepare(case, build_model(case, cfg, device, ds, checkpoint), ds)
+        stepper = prepare(case, device, build_model(case, cfg, device, ds, checkpoint), ds)
         out["setup"] = meter.stop()
         lengths = step_lengths(case)
         for step, length in enumerate(lengths, 1):

@@ -30,6 +30,7 @@ Exit status 0 unless the case file is unusable (2).
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -107,14 +108,19 @@ def rerun_problems(reruns) -> list[str]:
 
 def rerun_of(ref: dict) -> dict | None:
     """The measured run a case's rerun entry names (bench/gpu_calibrate/*.json), or None."""
-    path = os.path.normpath(os.path.join(HERE, str(ref["file"])))
+    return _measured_runs(str(ref["file"])).get(ref["case"])
+
+
+@functools.lru_cache(maxsize=None)
+def _measured_runs(file: str) -> dict:
+    """{case name: measurements} of a gpu_calibrate file under bench/, read once ({}: none such)."""
+    path = os.path.normpath(os.path.join(HERE, file))
     if not path.startswith(HERE + os.sep) or not os.path.isfile(path):
-        return None
+        return {}
     try:
-        runs = json.loads(read_text(path, max_bytes=MAX_BYTES))["runs"]
-        return next((r["measured"] for r in runs if r["case"]["name"] == ref["case"]), None)
+        return {r["case"]["name"]: r["measured"] for r in json.loads(read_text(path, max_bytes=MAX_BYTES))["runs"]}
     except (ValueError, KeyError, TypeError, UserError):  # not a gpu_calibrate measurements file
-        return None
+        return {}
 
 
 def load(path: str = CASES) -> list[dict]:

@@ -4,10 +4,13 @@ memory per phase (setup, forward, backward, optimizer step), next to `ftrecipes 
 
 Cases (issue 10, part 4): post-mortem 4's exact setting (OpenRLHF's Llama-3-8B SFT: ZeRO-2, bf16,
 micro batch 1, 2,048 tokens, gradient checkpointing, one 80 GB card) without and with Adam offload;
-ZeRO-3 with parameter and optimizer offload; LoRA, LoRA DPO and QLoRA under plain PyTorch.
+ZeRO-3 with parameter and optimizer offload; LoRA, LoRA DPO and QLoRA under plain PyTorch; ZeRO
+with LoRA under a trainer's zero_optimization settings; reported OOMs rerun as stated.
 
 On a GPU machine (torch, transformers, deepspeed, peft; bitsandbytes for QLoRA):
     python bench/gpu_calibrate.py [--cases pm4-zero2,lora-r16] [--out bench/gpu_calibrate.md]
+DeepSpeed builds FusedAdam on first use; set TORCH_CUDA_ARCH_LIST to the GPU's plain architecture
+(9.0 on an H100): on the H100 machine 0.19.8's builder failed on an arch named "9.0a" (int("0a")).
 Every case runs in its own process (a fresh CUDA context; an OOM ends only that case) and is
 recorded as measured or as "OOM in <phase>". Without a GPU:
     python -m ftrecipes.devenv run trl -- python bench/gpu_calibrate.py --self-test
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -54,18 +58,30 @@ class Case:
     grad_accum: int = 1         # micro-batches per optimizer step (DeepSpeed cases)
     accelerate: str = ""        # fsdp2 cases: the accelerate release that prepares the model
     transformers: str = ""      # a transformers release other than the installed one (with the peft of its time)
+    deepspeed: str = ""         # a DeepSpeed release other than the installed one
     dtype: str = "bf16"         # the weights' dtype (LoRA adapters are fp32, as PEFT and the trainers cast them)
     autocast: bool = False      # forward under torch.autocast(dtype), as a Trainer's native AMP (fp16: GradScaler)
     optimizer: str = "adamw"    # adamw (torch) | adamw_8bit (bitsandbytes AdamW, optim_bits 8, as the Trainer builds it)
     reentrant: bool = False     # torch.utils.checkpoint's reentrant variant (LLaMA-Factory, axolotl, transformers 4.x)
     trainer: str = ""           # the trainer this case imitates, for the estimate (its defaults; "" none)
     lengths: tuple = ()         # one sequence length per step (the longest is seq_len); (): two steps at seq_len
+    zero: tuple = ()            # (key, value) pairs of a trainer's zero_optimization section ("auto" filled as
+                                # the HF Trainer fills it); (): DeepSpeed's defaults
 
 
 # Offloading an 8B model's optimizer keeps 16 bytes per parameter in host RAM (fp32 master,
 # momentum, variance, fp32 gradient partition): 128 GB for Llama-3-8B, all a 128 GB GPU host has.
 # The offload cases therefore keep Llama-3-8B's width and vocabulary with 16 of its 32 layers;
 # the estimate is taken for that same config, so the comparison is like for like.
+# zero_optimization of LLaMA-Factory's examples/deepspeed/ds_z3_offload_config.json and ds_z2_config.json
+# (hiyouga/LlamaFactory at ff6d4d12eeb035d6ce06805a5733dd7b29f2ac30), offload stated by the case
+LF_Z3 = (("overlap_comm", False), ("contiguous_gradients", True), ("sub_group_size", 10 ** 9),
+         ("reduce_bucket_size", "auto"), ("stage3_prefetch_bucket_size", "auto"),
+         ("stage3_param_persistence_threshold", "auto"), ("stage3_max_live_parameters", 10 ** 9),
+         ("stage3_max_reuse_distance", 10 ** 9))
+LF_Z2 = (("allgather_partitions", True), ("allgather_bucket_size", 5 * 10 ** 8), ("overlap_comm", False),
+         ("reduce_scatter", True), ("reduce_bucket_size", 5 * 10 ** 8), ("contiguous_gradients", True),
+         ("round_robin_gradients", True))
 TWELVE_LENGTHS = (1536, 4096, 640, 2816, 3968, 1024, 3456, 2048, 4096, 768, 3200, 2304)
 CASES = [
     Case("pm4-zero2", "Llama-3-8B", "deepspeed", zero_stage=2),
@@ -128,6 +144,20 @@ CASES = [
     # sequence), to see whether that cache keeps growing with the run's length
     Case("lora-r16-varying-4k-60", "Llama-3-8B", "torch", lora_rank=16, seq_len=4096,
          lengths=tuple([4096] + [512 + 16 * ((i * 2654435761) % 225) for i in range(1, 59)] + [4096])),
+    # ZeRO with a LoRA model as LLaMA-Factory runs it (its examples/deepspeed configs, its reentrant
+    # checkpointing): under ZeRO-3 with param offload every gathered weight is a GPU copy, so the
+    # run shows what a reentrant recompute leaves gathered (deepspeed_transients.recompute_pinned:
+    # the whole base from DeepSpeed 0.19.3 with transformers before 5.23) against non-reentrant
+    Case("qwen2.5-7b-lora-r16-zero3-offload-reentrant", "Qwen2.5-7B", "deepspeed", zero_stage=3, lora_rank=16,
+         offload_optimizer="cpu", offload_param="cpu", reentrant=True, trainer="llamafactory", zero=LF_Z3),
+    # the same under DeepSpeed 0.16.9 (before 0.19.3's recompute attribution: nothing stays gathered)
+    Case("qwen2.5-7b-lora-r16-zero3-offload-reentrant-ds0.16.9", "Qwen2.5-7B", "deepspeed", zero_stage=3,
+         lora_rank=16, offload_optimizer="cpu", offload_param="cpu", reentrant=True, trainer="llamafactory",
+         zero=LF_Z3, deepspeed="0.16.9"),
+    Case("qwen2.5-7b-lora-r16-zero3-offload", "Qwen2.5-7B", "deepspeed", zero_stage=3, lora_rank=16,
+         offload_optimizer="cpu", offload_param="cpu", trainer="llamafactory", zero=LF_Z3),
+    Case("lora-r16-zero2-reentrant", "Llama-3-8B", "deepspeed", zero_stage=2, lora_rank=16, reentrant=True,
+         trainer="llamafactory", zero=LF_Z2),
 ]
 # where a case finds a release other than the installed one (pip install --no-deps --target DIR
 # accelerate==X; transformers==X with the tokenizers, huggingface_hub and peft of its time)
@@ -135,7 +165,8 @@ SITE = "/tmp/{package}-{version}"
 
 
 def other_releases(case: Case) -> list[tuple[str, str]]:
-    return [(pkg, v) for pkg, v in (("accelerate", case.accelerate), ("transformers", case.transformers)) if v]
+    return [(pkg, v) for pkg, v in (("accelerate", case.accelerate), ("transformers", case.transformers),
+                                    ("deepspeed", case.deepspeed)) if v]
 # The self-test's stand-in: a Llama config small enough for a CPU step in seconds.
 TINY = dict(model_type="llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, vocab_size=512, tie_word_embeddings=False, rms_norm_eps=1e-5)
@@ -179,8 +210,15 @@ def hf_config(case: Case, tiny: bool) -> dict:
     return cfg
 
 
-def ds_config(case: Case, device: str) -> dict:
-    zero = {"stage": case.zero_stage}
+# transformers' HfTrainerDeepSpeedConfig.trainer_config_finalize fills these "auto" values from the
+# model's hidden size (integrations/deepspeed.py, read in 5.23.0); the estimate resolves the same keys
+HF_AUTO = {"reduce_bucket_size": lambda h: h * h, "stage3_prefetch_bucket_size": lambda h: int(0.9 * h * h),
+           "stage3_param_persistence_threshold": lambda h: 10 * h}
+
+
+def ds_config(case: Case, device: str, hidden: int) -> dict:
+    zero = {k: HF_AUTO[k](hidden) if v == "auto" else v for k, v in case.zero}
+    zero["stage"] = case.zero_stage
     if case.offload_optimizer != "none":
         zero["offload_optimizer"] = {"device": case.offload_optimizer, "pin_memory": True}
     if case.offload_param != "none":
@@ -417,7 +455,7 @@ def measure(case: Case, device: str, tiny: bool) -> dict:
     torch.manual_seed(0)
     cfg = hf_config(case, tiny)
     meter, out = Meter(device), {}
-    ds = ds_config(case, device) if case.engine == "deepspeed" else None
+    ds = ds_config(case, device, cfg["hidden_size"]) if case.engine == "deepspeed" else None
     if ds is not None:
         import deepspeed
 
@@ -453,8 +491,9 @@ def measure(case: Case, device: str, tiny: bool) -> dict:
     return out
 
 
-def estimate_phases(case: Case, gpu: str, model_path: str | None) -> dict:
-    """The estimate for the case as run: per phase and overall, allocated / reserved / card.
+def estimate_phases(case: Case, env: dict, model_path: str | None) -> dict:
+    """The estimate for the case as run (env: the run's environment(), whose GPU and transformers
+    release it names): per phase and overall, allocated / reserved / card.
     The CUDA context is left out of the allocator figures (torch does not count it) and kept
     in the card figure, which is what nvidia-smi would show."""
     from ftrecipes.memory import Setup, estimate
@@ -463,16 +502,19 @@ def estimate_phases(case: Case, gpu: str, model_path: str | None) -> dict:
     # the loss is transformers' own whatever the trainer named (its defaults only fill the rest);
     # outside DeepSpeed the weights are loaded in the case's dtype and stepped by a for-loop AdamW
     torch_engine = case.engine != "deepspeed"
-    s = Setup(model=model_path or case.model, gpu=gpu, gpus=1, seq_len=case.seq_len, micro_batch=case.micro_batch,
+    s = Setup(model=model_path or case.model, gpu=env.get("gpu", "A100-80GB"), gpus=1, seq_len=case.seq_len, micro_batch=case.micro_batch,
               precision=case.dtype, zero_stage=case.zero_stage, offload_optimizer=case.offload_optimizer,
               offload_param=case.offload_param, gradient_checkpointing=case.gradient_checkpointing,
               checkpoint_reentrant=case.reentrant, attn_implementation="sdpa", lora_rank=case.lora_rank,
               method=case.method, framework=case.engine, quantization=case.quantization,
-              accelerate_version=case.accelerate, transformers_version=case.transformers, trainer=case.trainer,
+              accelerate_version=case.accelerate, trainer=case.trainer,
+              transformers_version=case.transformers or env.get("transformers", ""),
+              deepspeed_version=case.deepspeed or (env.get("deepspeed", "") if case.engine == "deepspeed" else ""),
               mixed_precision=(case.dtype if case.autocast else "no") if case.trainer else "",
               load_dtype=case.dtype if torch_engine else "", optimizer=case.optimizer,
               adam_impl="single" if torch_engine and case.optimizer == "adamw" else "auto",
-              cuda_context_bytes=0, grad_accum=case.grad_accum, varying_lengths=bool(case.lengths))
+              cuda_context_bytes=0, grad_accum=case.grad_accum, varying_lengths=bool(case.lengths),
+              ds=dict(case.zero))
     r = estimate(s)
     card = estimate(replace(s, cuda_context_bytes=CUDA_CONTEXT)).gpu_card_bytes
     return {"phases": {p.name: p.total_bytes for p in r.phases}, "peak": r.gpu_peak_bytes, "verdict": r.verdict,
@@ -516,8 +558,10 @@ def run_case(case: Case, device: str, tiny: bool, env: dict) -> dict:
         t0 = time.time()
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
         if proc.returncode != 0 or not out.exists():
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-            return {"error": f"exit {proc.returncode}: {tail[0][:300]}", "seconds": time.time() - t0}
+            lines = (proc.stderr or proc.stdout).strip().splitlines() or ["no output"]
+            # the exception's own line, not a shutdown warning printed after it
+            raised = [ln for ln in lines if re.match(r"(\[rank\d+\]:\s*)?[\w.]*(Error|Exception)\b", ln)]
+            return {"error": f"exit {proc.returncode}: {(raised or lines)[-1][:300]}", "seconds": time.time() - t0}
         res = json.loads(out.read_text())
         res["seconds"] = time.time() - t0
         return res
@@ -637,7 +681,6 @@ def calibrate(a, device: str) -> int:
         print(f"unknown case(s): {', '.join(unknown)}", file=sys.stderr)
         return 2
     env_info = environment(device)
-    gpu = env_info.get("gpu", "A100-80GB")
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("MASTER_PORT", "29517"),
                RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
     rows, saved = [], []
@@ -650,7 +693,7 @@ def calibrate(a, device: str) -> int:
                 case = Case(**{**asdict(case), "model": "tiny-llama", "seq_len": 32, "layers": 0, "lengths": scaled})
             why = skip_reason(case, device)
             meas = {"skipped": f"skipped: {why}"} if why else run_case(case, device, a.self_test, env)
-            rows.append((case, meas, estimate_phases(case, gpu, model_path_for(case, d, a.self_test))))
+            rows.append((case, meas, estimate_phases(case, env_info, model_path_for(case, d, a.self_test))))
             saved.append({"case": asdict(case), "measured": meas})
             print(f"{case.name}: {json.dumps(meas)[:400]}", flush=True)
             if a.measurements:
@@ -676,8 +719,7 @@ def rerender(a) -> int:
             for run in data["runs"]:
                 case, meas = Case(**run["case"]), run["measured"]
                 meters.add(meas.get("meter") or "none")
-                rows.append((case, meas, estimate_phases(case, env_info.get("gpu", "A100-80GB"),
-                                                         model_path_for(case, d, False))))
+                rows.append((case, meas, estimate_phases(case, env_info, model_path_for(case, d, False))))
     header = header_of(env_info, ", ".join(sorted(meters)))
     text = report(rows, header + "\n\nMeasurements (kept as measured; the estimate is recomputed by "
                   "`python bench/gpu_calibrate.py --from-json FILES`):\n" + "\n".join(notes))

@@ -446,9 +446,12 @@ def hooks_inside_checkpoint(s) -> bool:
     """The checkpointed decoder layer's own module hooks (DeepSpeed ZeRO-3's among them) run
     inside torch.utils.checkpoint, i.e. transformers before 5.23.0."""
     from ..pep440 import parse
-    from ..pins import resolve
 
-    version = s.transformers_version or resolve("transformers", _TRANSFORMERS_REQUIRED.get(s.trainer, ">=5.0.0"))
+    version = s.transformers_version
+    if not version:
+        from ..pins import resolve  # the key histories (and jsonschema) only when no release is named
+
+        version = resolve("transformers", _TRANSFORMERS_REQUIRED.get(s.trainer, ">=5.0.0"))
     return bool(version) and parse(version) < parse(_HOOKS_OUTSIDE_CHECKPOINT)
 
 

@@ -46,6 +46,11 @@ def test_run_env(tmp_path, monkeypatch):
     for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
         assert env[k] == "1"
     assert "FTRECIPES_CPU_SHIM" not in env and env["PYTHONPATH"] == "/x"
+    # an older release JIT-builds its ops apart from the stack's (torch names the folder by op only)
+    release = devenv.release_dir("llamafactory", "0.16.7", package="deepspeed")
+    renv = devenv.run_env("llamafactory", base=base, release=release)
+    assert renv["TORCH_EXTENSIONS_DIR"] == str(release / "torch_extensions")
+    assert renv["PYTHONPATH"].split(os.pathsep)[0] == str(release)
     orl = devenv.run_env("openrlhf", base=base)
     shim = str(REPO / "tests" / "shims" / "openrlhf")
     assert orl["PYTHONPATH"].split(os.pathsep) == [shim, "/x"]
@@ -72,3 +77,10 @@ def test_sitecustomize_inert_without_flag(tmp_path):
     env["FTRECIPES_CPU_SHIM"] = "1"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize("stack", devenv.STACKS)
+def test_deepspeed_comes_from_its_own_step(stack):
+    """The main pip run leaves DeepSpeed out; the wheel step installs the stack's pin."""
+    pin = devenv._deepspeed_pin(stack)
+    assert pin.startswith("deepspeed==") and pin in devenv.requirements_path(stack).read_text().splitlines()

@@ -35,10 +35,15 @@ How each venv is built (all of it here, so CI on a fresh machine gets the same r
      --no-build-isolation). ``run_env`` puts tests/shims/openrlhf first on PYTHONPATH: a
      stand-in ``flash_attn_2_cuda`` and a sitecustomize that, only with FTRECIPES_CPU_SHIM=1,
      redirects OpenRLHF's CUDA-only calls to CPU (see the files for what is not covered).
-3. DeepSpeed's CPUAdam and ShareMemComm ops are JIT-built into ``<venv>/torch_extensions``
-   (TORCH_EXTENSIONS_DIR) with the venv's ninja, once per env; runs reuse them because
-   ``run_env`` keeps the venv's bin/ first on PATH (system ninja 1.11 vs pip ninja 1.13 would
-   otherwise force a rebuild).
+3. DeepSpeed is installed from a wheel built with its CPUAdam and ShareMemComm ops compiled in
+   (DS_BUILD_CPU_ADAM / DS_BUILD_SHM_COMM, DS_ACCELERATOR=cpu), built once per DeepSpeed release
+   under ``<envs>/wheels`` and shared by every stack that pins that release: the stacks share
+   torch, Python and the machine, which is all the compiled ops depend on, whereas torch's JIT
+   would compile them again in each venv (its build.ninja names the venv's own paths). The last
+   step loads both ops and fails if either would be JIT-built. An older DeepSpeed from
+   ``ensure_release`` JIT-builds its ShareMemComm op into a TORCH_EXTENSIONS_DIR of its own, so
+   that releases do not rebuild each other's op; ``run_env`` keeps the venv's bin/ first on PATH
+   (system ninja 1.11 vs pip ninja 1.13 would otherwise force a rebuild).
 """
 from __future__ import annotations
 
@@ -65,6 +70,8 @@ _STEPS = {
     "openrlhf": "v1: flash-attn==2.8.3 python-only (skip cuda build, no build isolation); "
                 "shims tests/shims/openrlhf",
 }
+# Steps every stack shares (part of each env hash as well)
+_COMMON_STEPS = "v2: deepspeed from a wheel with its CPU ops compiled in, shared per release"
 # Import checks run at the end of an install (cheap proof that the env is usable).
 _CHECKS = {
     "trl": "import deepspeed, transformers, trl, peft, accelerate, torch; "
@@ -97,7 +104,7 @@ def requirements_path(stack: str) -> Path:
 def env_hash(stack: str) -> str:
     h = hashlib.sha256()
     h.update(requirements_path(stack).read_bytes())
-    h.update(b"\0" + _STEPS[stack].encode() + b"\0" + TORCH_PIN.encode())
+    h.update(b"\0" + _STEPS[stack].encode() + b"\0" + _COMMON_STEPS.encode() + b"\0" + TORCH_PIN.encode())
     h.update(b"\0%d.%d.%d" % sys.version_info[:3])
     return h.hexdigest()[:12]
 
@@ -150,6 +157,9 @@ def run_env(stack: str, *, base: dict | None = None, cpu_shim: bool = True, rele
             env.pop("FTRECIPES_CPU_SHIM", None)
     if release is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(release)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        # torch names a JIT build's folder after the op alone: two DeepSpeed releases sharing one
+        # would rebuild it each time the other ran
+        env["TORCH_EXTENSIONS_DIR"] = str(Path(release) / "torch_extensions")
     return env
 
 
@@ -226,18 +236,55 @@ def _post_openrlhf(inst: _Installer) -> None:
 
 
 _POST = {"llamafactory": _post_llamafactory, "openrlhf": _post_openrlhf}
-# Lines of requirements.txt installed by a stack-specific step instead of the main pip run.
+# Lines of requirements.txt installed by a step of their own instead of the main pip run.
 _DEFERRED = {"openrlhf": ("flash-attn==",)}
+_DS_PIN = "deepspeed=="
+# DeepSpeed's setup.py compiles the ops these variables name into the wheel (op_builder BUILD_VAR)
+_DS_BUILD_ENV = {"DS_BUILD_OPS": "0", "DS_BUILD_CPU_ADAM": "1", "DS_BUILD_SHM_COMM": "1", "DS_ACCELERATOR": "cpu"}
 
-_BUILD_OPS = """
+
+def _deepspeed_pin(stack: str) -> str:
+    [pin] = [ln.strip() for ln in requirements_path(stack).read_text().splitlines()
+             if ln.strip().lower().startswith(_DS_PIN)]
+    return pin
+
+
+def _deepspeed_wheel(inst: _Installer, pin: str) -> Path:
+    """The wheel of `pin` with the CPU ops compiled in, built by the first stack that needs it
+    (the others wait on the lock). Keyed by everything the compiled ops depend on here."""
+    import fcntl
+
+    key = f"{pin.split('==')[1]}-{TORCH_PIN.split('==')[1]}-py{sys.version_info[0]}{sys.version_info[1]}-cpu-ops"
+    folder = envs_root() / "wheels" / f"deepspeed-{key}"
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f"deepspeed-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not list(folder.glob("deepspeed-*.whl")):
+            tmp = folder.parent / f".deepspeed-{key}.{os.getpid()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+            env.update(_DS_BUILD_ENV, PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONNOUSERSITE="1",
+                       MAX_JOBS=str(os.cpu_count() or 2))
+            # no build isolation: setup.py compiles against this venv's torch (the pinned one)
+            inst.run("deepspeed wheel with CPU ops", [inst.d / "bin" / "python", "-m", "pip", "wheel", "--no-deps",
+                                                      "--no-build-isolation", "--no-cache-dir", "-w", tmp, pin], env=env)
+            shutil.rmtree(folder, ignore_errors=True)
+            os.replace(tmp, folder)  # whole or absent: a killed build leaves only its temp folder
+        [wheel] = folder.glob("deepspeed-*.whl")
+    return wheel
+
+_LOAD_OPS = """
 import time
 from deepspeed.accelerator import get_accelerator
+from deepspeed.git_version_info import installed_ops
 acc = get_accelerator()
 assert acc.device_name() == "cpu", acc.device_name()
 for name in %r:
+    builder = acc.create_op_builder(name)
+    assert installed_ops.get(builder.NAME), f"{builder.NAME} is not compiled into the wheel: {installed_ops}"
     t0 = time.time()
-    acc.create_op_builder(name).load()
-    print(f"built {name} in {time.time() - t0:.1f}s", flush=True)
+    builder.load()
+    print(f"loaded {name} in {time.time() - t0:.1f}s", flush=True)
 """ % (DS_OPS,)
 
 
@@ -254,12 +301,13 @@ def _install(stack: str, d: Path, log) -> None:
     inst.run("venv", [sys.executable, "-m", "venv", d])
     (d / "ftrecipes-constraints.txt").write_text(TORCH_PIN + "\n")
     inst.pip("torch", TORCH_PIN)
-    deferred = _DEFERRED.get(stack, ())
+    deferred = (*_DEFERRED.get(stack, ()), _DS_PIN)
     lines = [ln for ln in requirements_path(stack).read_text().splitlines()
-             if not ln.strip().lower().replace("_", "-").startswith(deferred or ("\0",))]
+             if not ln.strip().lower().replace("_", "-").startswith(deferred)]
     (d / "ftrecipes-requirements.txt").write_text("\n".join(lines) + "\n")
     inst.pip("requirements", "--no-deps", "-r", d / "ftrecipes-requirements.txt",
              "-c", d / "ftrecipes-constraints.txt")
+    inst.pip("deepspeed", "--no-deps", _deepspeed_wheel(inst, _deepspeed_pin(stack)))
     if stack in _POST:
         _POST[stack](inst)
     t_install = time.time() - t_all
@@ -267,16 +315,16 @@ def _install(stack: str, d: Path, log) -> None:
     base.pop("PYTHONPATH", None)
     renv = run_env(stack, base=base, cpu_shim=True)
     inst.run("import check", [d / "bin" / "python", "-c", _CHECKS[stack]], env=renv)
-    inst.run("build deepspeed ops", [d / "bin" / "python", "-c", _BUILD_OPS], env=renv)
+    inst.run("load deepspeed ops", [d / "bin" / "python", "-c", _LOAD_OPS], env=renv)
     info = {
         "stack": stack, "hash": env_hash(stack), "python": sys.version.split()[0],
-        "install_s": round(t_install, 1), "op_build_s": inst.timings["build deepspeed ops"],
+        "install_s": round(t_install, 1), "op_build_s": inst.timings.get("deepspeed wheel with CPU ops", 0.0),
         "total_s": round(time.time() - t_all, 1), "steps_s": inst.timings,
         "size_mb": round(_du(d) / 2**20), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                   time.gmtime()),
     }
     (d / MARKER).write_text(json.dumps(info, indent=2) + "\n")  # last: marks the env complete
-    inst.say(f"complete: install {info['install_s']}s, ops {info['op_build_s']}s, "
+    inst.say(f"complete: install {info['install_s']}s (deepspeed ops built here: {info['op_build_s']}s), "
              f"{info['size_mb']} MB")
 
 

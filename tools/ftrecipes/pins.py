@@ -12,6 +12,8 @@ Requirements are found with one pattern that fits requirements*.txt lines, the q
 of pyproject.toml / setup.cfg, and conda's environment.yml (``name=1.2``): the files are read as
 text, never executed. setup.py is parsed with ``ast`` (never run) and only the strings of its
 requirement lists count: see setup_py_requirements. Poetry's caret ranges (``^4.52``) are not read.
+An install script (install*.sh, setup*.sh) counts by its `pip install` / `conda install` lines
+only: see shell_requirements.
 """
 
 import ast
@@ -26,7 +28,8 @@ from .errors import UserError
 
 FRAMEWORKS = ("deepspeed", "transformers", "trl", "accelerate", "peft", "llamafactory", "openrlhf")
 ALIASES = {"llama-factory": "llamafactory", "llama_factory": "llamafactory"}
-PATTERNS = ("requirements*.txt", "pyproject.toml", "setup.py", "setup.cfg", "environment.yml", "environment.yaml")
+PATTERNS = ("requirements*.txt", "pyproject.toml", "setup.py", "setup.cfg", "environment.yml", "environment.yaml",
+            "install*.sh", "setup*.sh")
 MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 12  # parent folders walked at most
 
@@ -80,6 +83,35 @@ def setup_py_requirements(text):
     for root in roots:
         _strings(root, assigned, found, set())
     return [(fw, spec, line) for (line, _), value in sorted(found.items()) for fw, spec, _ in requirements(value)]
+
+
+# The installer commands whose arguments are requirements. Anything else in a script (a version
+# printed by echo, a `git checkout v4.40.0`, a model name such as trl-lib/...) is not a pin.
+_INSTALL = re.compile(r"^\s*(?:\S*/)?(?:sudo\s+)?(?:pip3?|python3?\s+-m\s+pip|uv\s+pip|conda|mamba|micromamba)"
+                      r"\s+install\b(?P<args>.*)$")
+
+
+def shell_requirements(text):
+    """[(framework, specifier text, line)] from the install commands of a shell script.
+
+    Research repositories often state their environment only as a script of `pip install X==Y`
+    lines (ContextualAI/HALOs' install.sh pins accelerate==0.33.0, whose launch still reads the
+    fsdp_backward_prefetch_policy key that 1.0 dropped): that is the release the repository's
+    configs were written for, as much as a requirements.txt line would be. Only the arguments
+    of an install command count; a continued line (trailing backslash) is one command."""
+    out, pending, start = [], "", 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split(" #", 1)[0] if not raw.lstrip().startswith("#") else ""
+        if not pending:
+            start = number
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        command, pending = pending + line, ""
+        m = _INSTALL.match(command)
+        if m:
+            out += [(fw, spec, start) for fw, spec, _ in requirements(m["args"])]
+    return out
 
 
 def _callee(func):
@@ -216,6 +248,8 @@ def _folder_pins(folder):
                 reqs = [(fw, spec, f"{path}:{line}") for fw, spec, line in setup_py_requirements(text)]
             elif path.suffix == ".txt":
                 reqs = _pip_requirements(path, text)
+            elif path.suffix == ".sh":
+                reqs = [(fw, spec, f"{path}:{line}") for fw, spec, line in shell_requirements(text)]
             else:
                 reqs = [(fw, spec, f"{path}:{line}") for fw, spec, line in requirements(text)]
             for fw, spec, where in reqs:

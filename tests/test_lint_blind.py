@@ -46,3 +46,18 @@ def test_only_install_commands_of_a_script_pin():
     assert pins.shell_requirements(script) == [("transformers", "==4.40.0", 5), ("trl", ">=0.9,<0.12", 5),
                                                ("deepspeed", "==0.14.5", 8), ("accelerate", "==0.30.1", 9)]
 
+
+def test_null_process_counts_are_left_to_the_launch_line(tmp_path):
+    """smollm's vloom templates write `num_machines: null` / `num_processes: null` and pass both
+    with each job's `accelerate launch --num_machines N --num_processes M`. launch copies a file's
+    value only where its flag is None (commands/launch.py _validate_launch_command; ClusterConfig
+    does not check types), so null means "not set here", like -1 for num_processes. A count of
+    the wrong type is still an error."""
+    rel = "vision/experiments/evaluation/vloom/common/accelerate_config.yaml"
+    repo = _copy(tmp_path / "smollm", "huggingface__smollm", rel)
+    result = lint.run([str(repo / rel)])
+    assert result.checked and _errors(result) == []
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text((FOREIGN / "huggingface__smollm" / rel).read_text().replace("num_processes: null", "num_processes: all"))
+    assert [e.split(": ", 1)[1] for e in _errors(lint.run([str(wrong)]))] == [
+        "wrong-type num_processes: expected integer or null >= -1, got 'all'"]

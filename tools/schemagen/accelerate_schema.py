@@ -130,6 +130,9 @@ def group_schema(parser, title, prefix, desc, dests=None):
     return {"type": ["object", "null"], "description": desc, "properties": props, "additionalProperties": False}
 
 
+NULL_FROM_LAUNCH = " null: given on the accelerate launch line (the flag of the same name)."
+
+
 def build():
     parser = launch_command_parser()
     by_dest = {a.dest: a for a in parser._actions}
@@ -141,9 +144,13 @@ def build():
         "debug": ({"type": "boolean"}, "Enable debug checks of distributed operations."),
         "fp16": ({"type": "boolean"}, "Legacy: converted to mixed_precision: fp16 when mixed_precision is absent, then dropped."),
         "dynamo_backend": (dict(OVERRIDES["dynamo_backend"]), "Legacy: converted to dynamo_config.dynamo_backend."),
-        "num_processes": ({"type": "integer", "minimum": -1}, None),
-        "machine_rank": ({"type": "integer", "minimum": 0}, None),
-        "num_machines": ({"type": "integer", "minimum": 1}, None),
+        # null is "not set here": launch copies a file's value into args only where the flag is None
+        # (commands/launch.py _validate_launch_command), so `--num_processes 8` on the launch line
+        # fills it, as it overrides any number. Slurm templates (huggingface/smollm's vloom) write
+        # null and pass the counts per job; without the flag the launch fails, as with -1.
+        "num_processes": ({"type": ["integer", "null"], "minimum": -1}, None),
+        "machine_rank": ({"type": ["integer", "null"], "minimum": 0}, None),
+        "num_machines": ({"type": ["integer", "null"], "minimum": 1}, None),
         "gpu_ids": ({"type": ["string", "integer", "null"]}, None),
         "main_process_ip": ({"type": ["string", "null"]}, None),
         "main_process_port": ({"type": ["integer", "null"], "minimum": 0, "maximum": 65535}, None),
@@ -195,6 +202,8 @@ def build():
         s = dict(s)
         a = by_dest.get(name) or by_dest.get({"tpu_vm": "vm", "tpu_env": "env"}.get(name, ""))
         s["description"] = short(desc or (a.help if a is not None and a.help else name.replace("_", " ")))
+        if "null" in s.get("type", ()) and name in ("num_processes", "machine_rank", "num_machines"):
+            s["description"] += NULL_FROM_LAUNCH
         props[name] = s
 
     schema = closed_object("accelerate.schema.json", "accelerate config file",

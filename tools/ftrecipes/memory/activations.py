@@ -25,7 +25,8 @@ per decoder layer and token, p = bytes of the compute dtype, T = tokens in the m
                     native_dropout, which keeps a 1-byte bool mask for backward, and lora_A keeps
                     the dropped copy instead of the input: +1 byte per input element over an fp32
                     cast, and no more sharing of one input by q/k/v or gate/up
-Frozen weights (LoRA base) do not make autograd keep their inputs: that is why LoRA drops the
+Frozen weights (LoRA base) do not make autograd keep their inputs (bitsandbytes' quantized layers
+can: BNB_4BIT_KEEPS_INPUT_UNTIL below): that is why LoRA drops the
 p*h/p*i terms but adds the fp32 copies, which for all-linear targets end up larger.
 
 The loss (transformers' ForCausalLMLoss) upcasts logits to fp32 and runs log_softmax: the forward
@@ -55,6 +56,28 @@ UPCAST_IN_MODEL_UNTIL = "4.46.0"
 SHIFTED_COPY_UNTIL = "4.49.0"
 
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+# bitsandbytes' autograd functions for a frozen quantized base layer keep the layer's input A for
+# backward although grad_A needs only the weight (read in bitsandbytes/autograd/_functions.py):
+# MatMul4Bit set ctx.tensors = (A, B) up to 0.43.1 and (None, B) from 0.43.2 (9e75374, #1270, "fix
+# QLoRA mem bug: delete useless buffered activation"); MatMul8bitLt keeps (CAt, subA, A) in every
+# release, where CAt, the int8 transposed copy of A (one byte per element), was made for every call
+# up to 0.44.1 and only for a trainable weight from 0.45.0 (81e6345, #1401, the LLM.int8 refactor).
+BNB_4BIT_KEEPS_INPUT_UNTIL = "0.43.2"
+BNB_8BIT_KEEPS_INT8_COPY_UNTIL = "0.45.0"
+
+
+def bnb_kept_input_bytes(quantization: str, bitsandbytes_version: str, p: int) -> tuple[int, int]:
+    """(bytes per element of a quantized base layer's input kept for backward, bytes per element of
+    the int8 copy each 8-bit layer call keeps) for a bitsandbytes release ("": a current one)."""
+    from ..pep440 import parse
+
+    old = (lambda until: bool(bitsandbytes_version) and parse(bitsandbytes_version) < parse(until))
+    if quantization == "4bit":
+        return (p if old(BNB_4BIT_KEEPS_INPUT_UNTIL) else 0), 0
+    if quantization == "8bit":
+        return p, (1 if old(BNB_8BIT_KEEPS_INT8_COPY_UNTIL) else 0)
+    return 0, 0
 
 
 # PEFT matches target names as suffixes of module names, and model families name their linear
@@ -155,7 +178,8 @@ class Activations:
 
 def layer_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tuple[str, ...],
                           input_requires_grad: bool = True, attn: str = "sdpa", seq_len: int = 0,
-                          adapter_fp32: bool = True, lora_dropout: bool = False) -> int:
+                          adapter_fp32: bool = True, lora_dropout: bool = False,
+                          quantized_keeps: tuple[int, int] = (0, 0)) -> int:
     h, i, kv = shape.hidden_size, shape.intermediate_size, shape.kv_dim
     q = shape.num_attention_heads * shape.head_dim
     nh = shape.num_attention_heads
@@ -191,6 +215,29 @@ def layer_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tu
     total += 3 * p * i + (p * i if full else 0)
     if lora:
         total += _adapter_bytes_per_token(shape, p, lora_rank, targets, adapter_fp32, lora_dropout)
+        total += _quantized_base_inputs(shape, targets, input_requires_grad, not (adapter_fp32 or lora_dropout),
+                                        *quantized_keeps)
+    return total
+
+
+def _quantized_base_inputs(shape: ModelShape, targets: tuple[str, ...], input_requires_grad: bool,
+                           adapters_share_input: bool, input_bytes: int, int8_bytes: int) -> int:
+    """What bitsandbytes keeps per token for one layer's frozen quantized linears beyond the terms
+    above (bnb_kept_input_bytes): each distinct input once, unless autograd keeps that tensor anyway
+    (an adapter reading the base layer's own input; o_proj's input, the attention output), and the
+    int8 copy once per layer call. The functions keep nothing where the input needs no gradient
+    (the first layer's q/k/v under LoRA, whose input comes from the frozen embedding)."""
+    if not (input_bytes or int8_bytes):
+        return 0
+    lin = shape.linear_shapes()
+    groups = [(("gate_proj", "up_proj"), shape.hidden_size), (("down_proj",), shape.intermediate_size)]
+    if input_requires_grad:
+        groups.insert(0, (("q_proj", "k_proj", "v_proj", "qkv_proj"), shape.hidden_size))
+    total = int8_bytes * lin["o_proj"][0] if input_requires_grad else 0
+    for names, width in groups:
+        if not (adapters_share_input and any(t in targets for t in names)):
+            total += input_bytes * width
+        total += int8_bytes * width * sum(1 for n in names if n in lin)
     return total
 
 
@@ -233,23 +280,25 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
                 adapter_fp32: bool = True, loss_kernel: str = "none", image_slices: int = 0,
                 checkpoint_offload: bool = False, head_weight_bytes: int = 0,
                 lora_dropout: bool = False, vision_frozen: tuple = (False, False),
-                transformers_loss: str | None = None) -> Activations:
+                transformers_loss: str | None = None, quantized_keeps: tuple[int, int] = (0, 0)) -> Activations:
     """Activation memory for one micro batch; sequences_per_sample=2 for DPO's chosen+rejected.
     image_slices: image slices per sample run through shape.vision (their LLM tokens are part of
     seq_len already); vision_frozen: (tower, projector) frozen, which autograd then does not save
     for (pixel inputs need no gradient). checkpoint_offload: the checkpointed layer inputs wait in host RAM.
     head_weight_bytes: bytes per element of a trained LM head (0: frozen), for TRL's fused head.
     transformers_loss: the transformers release whose own loss the model computes ("": a current
-    one; None: the trainer computes the loss from the logits)."""
+    one; None: the trainer computes the loss from the logits). quantized_keeps: what a bitsandbytes
+    base layer keeps per input element (bnb_kept_input_bytes)."""
     b = micro_batch * sequences_per_sample
     T = b * seq_len
     h, L = shape.hidden_size, shape.num_hidden_layers
     targets = lora_targets(lora_target, shape.model_type) if lora_rank else ALL_LINEAR
     attn = attn_implementation or "sdpa"
-    per_layer = layer_bytes_per_token(shape, p, lora_rank, targets, True, attn, seq_len, adapter_fp32, lora_dropout)
+    per_layer = layer_bytes_per_token(shape, p, lora_rank, targets, True, attn, seq_len, adapter_fp32, lora_dropout,
+                                      quantized_keeps)
     # LoRA: the first layer's input comes from a frozen embedding, so its first norm keeps nothing
     first_layer = layer_bytes_per_token(shape, p, lora_rank, targets, not lora_rank, attn, seq_len, adapter_fp32,
-                                        lora_dropout)
+                                        lora_dropout, quantized_keeps)
     layer_saved = per_layer * T
     if gradient_checkpointing:
         # transformers checkpoints each decoder layer (torch.utils.checkpoint, non-reentrant):

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from . import catalog
-from .activations import ALL_LINEAR, activations, lora_params_per_layer, lora_targets, modules_to_save_split
+from .activations import (ALL_LINEAR, activations, bnb_kept_input_bytes, lora_params_per_layer, lora_targets,
+                          modules_to_save_split)
 from . import trl_head
 from .deepspeed_transients import (Transients, gathers_allocate, recompute_fails, recompute_pinned, resolve,
                                    transients)
@@ -123,6 +124,8 @@ class Setup:
     loss_type: str = ""                # TRL SFTConfig.loss_type as the config states it ("": unset)
     torchao_version: str = ""          # trainer torchtune, 4bit: torchao's release, which decides how NF4
                                        # quantization at load allocates ("": a current one; model_states.nf4_load_bytes)
+    bitsandbytes_version: str = ""     # quantization: the bitsandbytes release ("": a current one), which
+                                       # decides what its layers keep for backward (activations.bnb_kept_input_bytes)
     use_orig_params: bool | None = None  # FSDP1's use_orig_params (None: the trainer's default; False forces
                                          # LoRA adapters into FSDP units of their own, model_states.adapters_wrapped_apart)
 
@@ -394,7 +397,8 @@ def _buffers(c: _Plan) -> None:
                             vision_frozen=(s.freeze_vision_tower, s.freeze_projector),
                             checkpoint_offload=s.checkpoint_offload, head_weight_bytes=_head_weight_bytes(c),
                             lora_dropout=s.lora_dropout > 0,
-                            transformers_loss=s.transformers_version if _model_computes_loss(s) else None)
+                            transformers_loss=s.transformers_version if _model_computes_loss(s) else None,
+                            quantized_keeps=bnb_kept_input_bytes(s.quantization, s.bitsandbytes_version, c.p))
     else:
         c.notes.append("no architecture given (--params only): activations not modelled")
     largest_gather = 0  # elements ZeRO-3 must gather at once

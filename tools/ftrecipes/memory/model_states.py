@@ -266,7 +266,7 @@ def check_expressed(s) -> list[str]:
         raise ValueError(f"mixed_precision must be one of no, bf16, fp16, got {s.mixed_precision!r}")
     from ..pep440 import parse
 
-    for name in ("accelerate_version", "transformers_version", "torchao_version"):
+    for name in ("accelerate_version", "transformers_version", "torchao_version", "bitsandbytes_version"):
         if getattr(s, name):
             try:
                 parse(getattr(s, name))

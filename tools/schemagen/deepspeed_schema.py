@@ -296,7 +296,16 @@ def build():
     zero_schema = dict(zero, type=["object", "boolean"],
                        description=zero["description"] + " A bare boolean is the deprecated legacy form (true = stage 1).")
 
-    props = {
+    props = {**_batch_and_engine_props(), **_optimizer_props(), **_precision_props(zero_schema),
+             **_monitoring_props(), **_io_props()}
+    for k, msg in _REMOVED_TOP_LEVEL_CONFIG_KEYS.items():
+        props[k] = {"not": {}, "description": short("Removed in DeepSpeed 0.19.8 (DeepSpeedConfig raises): " + msg)}
+    return _finish(props)
+
+
+def _batch_and_engine_props():
+    # Split by theme only to keep each function short; order is irrelevant (closed_object sorts).
+    return {
         "train_batch_size": scalar("integer", "Global batch size = train_micro_batch_size_per_gpu × gradient_accumulation_steps × data-parallel world size (asserted).", path="train_batch_size", exclusiveMinimum=0),
         "train_micro_batch_size_per_gpu": scalar("integer", "Batch size per GPU per forward/backward step.", path="train_micro_batch_size_per_gpu", exclusiveMinimum=0),
         "gradient_accumulation_steps": scalar("integer", "Steps to accumulate gradients before an optimizer step.", path="gradient_accumulation_steps", exclusiveMinimum=0),
@@ -321,6 +330,11 @@ def build():
         "dataloader_drop_last": scalar("boolean", "Drop the last incomplete batch in DeepSpeed's dataloader.", False),
         "sequence_parallel_size": scalar("integer", "Sequence-parallel degree (Ulysses); world size is divided by it.", minimum=1),
         "data_parallel_size": scalar("integer", "Data-parallel degree; with sequence_parallel_size builds a device mesh.", minimum=1),
+    }
+
+
+def _optimizer_props():
+    return {
         "optimizer": {
             "type": "object",
             "description": "Optimizer built by DeepSpeed. Omit to use the client's (e.g. HF Trainer's) optimizer.",
@@ -348,6 +362,11 @@ def build():
             "required": ["type"],
             "additionalProperties": False,
         },
+    }
+
+
+def _precision_props(zero_schema):
+    return {
         "fp16": fp16_checks(model_schema(DeepSpeedFP16Config, "fp16")),
         "bf16": bf16_checks(model_schema(DeepSpeedBF16Config, "bf16")),
         "bfloat16": dict(model_schema(DeepSpeedBF16Config, "bfloat16"), description="Old spelling of bf16 (read only when bf16 is absent).", deprecated=True),
@@ -371,6 +390,11 @@ def build():
             "profile": scalar("boolean", "Profile forward/backward time of checkpointed functions.", False),
             "cpu_checkpointing": scalar("boolean", "Offload partitioned activations to CPU.", False),
         }),
+    }
+
+
+def _monitoring_props():
+    return {
         "flops_profiler": closed("FLOPS profiler.", {
             "enabled": scalar("boolean", "Enable the profiler.", False),
             "recompute_fwd_factor": scalar("number", "Extra forward passes from activation recomputation (0.0 or 1.0).", 0.0, minimum=0),
@@ -390,6 +414,11 @@ def build():
         "tensor_parallel": model_schema(TPTrainingConfig, "tensor_parallel"),
         "weight_quantization": model_schema(WeightQuantConfig, "weight_quantization"),
         "hybrid_engine": model_schema(HybridEngineConfig, "hybrid_engine"),
+    }
+
+
+def _io_props():
+    return {
         "aio": closed("Async I/O settings for NVMe offload (ZeRO-Infinity).", {
             "block_size": scalar("integer", "I/O block size in bytes.", 1048576, minimum=1),
             "queue_depth": scalar("integer", "I/O queue depth.", 8, minimum=1),
@@ -436,9 +465,10 @@ def build():
         "data_efficiency": {"type": "object", "description": "Data efficiency library (data_sampling incl. curriculum_learning, data_routing incl. random_ltd, dynamic_batching); nested keys not checked here."},
         "expert_parallel": {"type": "object", "description": "AutoEP (automatic expert parallelism for MoE) settings; nested keys not checked here."},
     }
-    for k, msg in _REMOVED_TOP_LEVEL_CONFIG_KEYS.items():
-        props[k] = {"not": {}, "description": short("Removed in DeepSpeed 0.19.8 (DeepSpeedConfig raises): " + msg)}
 
+
+def _finish(props):
+    """The top-level object around the sections, with the checks that span sections."""
     schema = closed_object("deepspeed.schema.json", "DeepSpeed config",
                     f"DeepSpeed JSON config as parsed by deepspeed.runtime.config.DeepSpeedConfig, generated from deepspeed {deepspeed.__version__} "
                     "by tools/schemagen/deepspeed_schema.py. Unknown top-level keys are rejected here because DeepSpeed silently ignores them. "

@@ -148,15 +148,41 @@ def test_pre_commit_hook_definition():
     assert hook["language"] == "python"
 
 
-def test_a_false_subschema_violation_is_a_finding_not_a_traceback(run_cli):
-    # accelerate's schema forbids DeepSpeed keys inline next to deepspeed_config_file with `false`
-    # subschemas; jsonschema then hands over a boolean as the failing schema.
+def test_keys_refused_beside_deepspeed_config_file_are_one_finding_each_at_their_own_line(run_cli):
+    # accelerate launch passes the deepspeed_config keys the file has (and mixed_precision when the
+    # file gives any value, "no" included) in ACCELERATE_CONFIG_DS_FIELDS, and
+    # DeepSpeedPlugin._deepspeed_config_checks raises when deepspeed_config_file is set too
+    # (accelerate 1.15.0 commands/launch.py, utils/dataclasses.py). Each key is its own finding,
+    # at its own line, naming where the DeepSpeed JSON says the same.
     from pathlib import Path
 
     example = Path(__file__).parent / "schema_examples" / "accelerate" / "invalid" / "config_file_plus_inline_keys.yaml"
     code, out, err = run_cli("lint", str(example))
     assert code == 1 and err == ""
-    assert "config_file_plus_inline_keys.yaml:3:1: schema deepspeed_config: False schema does not allow 2" in out
+    lines = out.strip().splitlines()
+    assert len(lines) == 3, out
+    assert "config_file_plus_inline_keys.yaml:5:3: conflicting-key deepspeed_config.zero_stage:" in lines[0]
+    assert "set zero_optimization.stage in the DeepSpeed JSON" in lines[0]
+    assert ":6:3: conflicting-key deepspeed_config.gradient_accumulation_steps:" in lines[1]
+    assert ":7:1: conflicting-key mixed_precision:" in lines[2]
+
+
+@pytest.mark.parametrize("mixed, refused", [("bf16", True), ("'no'", True), ("null", False)])
+def test_mixed_precision_beside_deepspeed_config_file(tmp_path, run_cli, mixed, refused):
+    cfg = tmp_path / "acc.yaml"
+    cfg.write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\n"
+                   f"deepspeed_config:\n  deepspeed_config_file: ds.json\nmixed_precision: {mixed}\n")
+    (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": "auto", "bf16": {"enabled": "auto"}}')
+    code, out, _ = run_cli("lint", str(cfg))
+    assert ("conflicting-key mixed_precision" in out) is refused, out
+
+
+def test_the_same_keys_without_deepspeed_config_file_are_fine(tmp_path, run_cli):
+    cfg = tmp_path / "acc.yaml"
+    cfg.write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\n"
+                   "deepspeed_config:\n  zero_stage: 2\n  gradient_accumulation_steps: 8\nmixed_precision: bf16\n")
+    code, out, _ = run_cli("lint", str(cfg))
+    assert "conflicting-key" not in out, out
 
 
 @pytest.mark.parametrize("schema, instance", [

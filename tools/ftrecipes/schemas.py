@@ -553,6 +553,8 @@ def _findings(v, err, doc, ignored_by):
         return [at(path, rule, f"{name}: expected {_expectation(v, err.schema)}, got {_show(err.instance)}")]
     if err.validator == "not":
         why = err.schema.get("description") if isinstance(err.schema, dict) else None
+        if why and err.schema.get("x-rule"):  # a generator named the rule (one cause, one finding per key)
+            return [at(path, err.schema["x-rule"], f"{name}: {why}")]
         if why and err.schema.get("not") == {}:
             return [at(path, "removed-key", f"{name}: {why}")]
         return [at(path, "bad-value", f"{name}: value {_show(err.instance)} is not allowed here" + (f" ({why})" if why else ""))]

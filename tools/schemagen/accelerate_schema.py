@@ -222,12 +222,33 @@ def build():
                               "deepspeed_config": {"type": "object", "required": ["deepspeed_config_file"],
                                                    "properties": {"deepspeed_config_file": {"type": "string"}}}}},
         "then": {"properties": {
-            "mixed_precision": {"type": "null", "description": "Must be set in the DeepSpeed JSON (bf16/fp16) when deepspeed_config_file is used."},
-            "deepspeed_config": {"properties": {k: False for k in [
-                "zero_stage", "offload_optimizer_device", "offload_param_device", "offload_optimizer_nvme_path",
-                "offload_param_nvme_path", "gradient_accumulation_steps", "gradient_clipping", "zero3_save_16bit_model"]}}}},
+            # launch counts mixed_precision as set whenever the file gives a value, "no" included
+            # (_validate_launch_command: mp_from_config_flag); null is no value
+            "mixed_precision": dict(_beside_ds_file("the bf16 or fp16 section"),
+                                    **{"not": {"type": ["string", "number", "boolean", "object", "array"]}}),
+            # any of these keys present is an error, whatever its value (launch passes the key names)
+            "deepspeed_config": {"properties": {k: _beside_ds_file(DS_FILE_KEYS[k]) for k in DS_FILE_KEYS}}}},
     }]
     return schema
+
+
+# The deepspeed_config keys DeepSpeedPlugin._deepspeed_config_checks refuses beside
+# deepspeed_config_file, with where the DeepSpeed JSON says the same (its plugin_to_config_mapping).
+DS_FILE_KEYS = {
+    "zero_stage": "zero_optimization.stage", "offload_optimizer_device": "zero_optimization.offload_optimizer.device",
+    "offload_param_device": "zero_optimization.offload_param.device",
+    "offload_optimizer_nvme_path": "zero_optimization.offload_optimizer.nvme_path",
+    "offload_param_nvme_path": "zero_optimization.offload_param.nvme_path",
+    "gradient_accumulation_steps": "gradient_accumulation_steps", "gradient_clipping": "gradient_clipping",
+    "zero3_save_16bit_model": "zero_optimization.stage3_gather_16bit_weights_on_model_save",
+}
+
+
+def _beside_ds_file(where):
+    """A key accelerate launch refuses next to deepspeed_config_file; lint names the rule and the place."""
+    return {"not": {}, "x-rule": "conflicting-key",
+            "description": "accelerate stops at start-up when deepspeed_config_file is also set "
+                           f"(DeepSpeedPlugin._deepspeed_config_checks): remove it and set {where} in the DeepSpeed JSON"}
 
 
 if __name__ == "__main__":

@@ -50,6 +50,13 @@ document("removed-key", ERROR, "a key the framework version no longer has", """
     message names the replacement (e.g. transformers 5 dropped `warmup_ratio`: a float
     below 1 in `warmup_steps` is a ratio).
 """)
+document("conflicting-key", ERROR, "a key the framework refuses next to another one", """
+    Each key is valid alone, but the framework stops at start-up when both are set: accelerate's
+    DeepSpeed plugin refuses `zero_stage`, the offload devices, `gradient_accumulation_steps`,
+    `gradient_clipping`, `zero3_save_16bit_model` and a `mixed_precision` value in the config
+    file when `deepspeed_config_file` is given (DeepSpeedPlugin._deepspeed_config_checks), since
+    the DeepSpeed JSON says those things. The message names where the JSON sets each one.
+""")
 document("duplicate-key", ERROR, "a key written twice", """
     The same key appears twice in one mapping. DeepSpeed's JSON loader rejects the file;
     YAML loaders silently keep the last value, so the first one is dead text that readers

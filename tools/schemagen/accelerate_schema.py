@@ -133,10 +133,9 @@ def group_schema(parser, title, prefix, desc, dests=None):
 NULL_FROM_LAUNCH = " null: given on the accelerate launch line (the flag of the same name)."
 
 
-def build():
-    parser = launch_command_parser()
-    by_dest = {a.dest: a for a in parser._actions}
-    hand = {
+def _hand_written():
+    """Top-level ClusterConfig fields whose schema launch's flags do not give (or give too loosely)."""
+    return {
         "compute_environment": ({"const": "LOCAL_MACHINE"}, "Where training runs. This schema covers ClusterConfig (LOCAL_MACHINE); AMAZON_SAGEMAKER files are SageMakerConfig."),
         "distributed_type": ({"enum": [d.value for d in DistributedType]}, "Distributed mode (NO, MULTI_CPU, MULTI_GPU, DEEPSPEED, FSDP, MEGATRON_LM, XLA, ...). Required."),
         "mixed_precision": ({"enum": ["no", "fp16", "bf16", "fp8", None]}, "Mixed precision mode."),
@@ -168,35 +167,46 @@ def build():
         "tpu_vm": ({"type": ["array", "null"], "items": {"type": "string"}}, "TPU VM names."),
         "tpu_env": ({"type": ["array", "null"], "items": {"type": "string"}}, "Environment variables for TPU workers."),
     }
+
+
+def _group_property(parser, by_dest, name):
+    """The schema of one *_config section, from launch's argument group and what accelerate reads besides."""
+    title, prefix, desc = GROUPS[name]
+    if name == "dynamo_config":
+        dests = ["dynamo_backend", "dynamo_mode", "dynamo_use_fullgraph", "dynamo_use_dynamic", "dynamo_use_regional_compilation"]
+        sub = {"type": ["object", "null"], "description": desc, "additionalProperties": False, "properties": {}}
+        for d in dests:
+            s = action_schema(by_dest[d])
+            sub["properties"][d] = s
+            sub["properties"][d[len("dynamo_"):]] = dict(s, description=short(f"Same as {d}. " + s["description"]))
+    else:
+        sub = group_schema(parser, title, prefix, desc)
+    if name == "fsdp_config":
+        sub["allOf"] = fsdp_by_version()
+    for key in sorted(k for k in READ_WITHOUT_FLAG if prefix and k.startswith(prefix)):
+        if key not in sub["properties"]:
+            note = {"description": "Read by accelerate launch (utils/launch.py) though no launch flag names it."}
+            sub["properties"][key] = note
+            sub["properties"][key[len(prefix):]] = dict(note)
+    if name == "fp8_config":
+        for k, (launch, s) in FP8_CONFIG_WRITER_KEYS.items():
+            sub["properties"][k] = dict(s, description=f"Written by `accelerate config`; corresponds to launch --{launch}.")
+    if name == "deepspeed_config":
+        sub["properties"]["deepspeed_config_file"]["description"] = short(
+            "Path to a DeepSpeed JSON config (validated by deepspeed.schema.json). With it set, zero_stage/offload/"
+            "gradient_* keys here must be left out (accelerate raises). " + sub["properties"]["deepspeed_config_file"]["description"])
+    return sub
+
+
+def build():
+    parser = launch_command_parser()
+    by_dest = {a.dest: a for a in parser._actions}
+    hand = _hand_written()
     field_names = [f.name for f in dataclasses.fields(ClusterConfig)] + ["fp16", "dynamo_backend"]
     props = {}
     for name in field_names:
         if name in GROUPS:
-            title, prefix, desc = GROUPS[name]
-            if name == "dynamo_config":
-                dests = ["dynamo_backend", "dynamo_mode", "dynamo_use_fullgraph", "dynamo_use_dynamic", "dynamo_use_regional_compilation"]
-                sub = {"type": ["object", "null"], "description": desc, "additionalProperties": False, "properties": {}}
-                for d in dests:
-                    s = action_schema(by_dest[d])
-                    sub["properties"][d] = s
-                    sub["properties"][d[len("dynamo_"):]] = dict(s, description=short(f"Same as {d}. " + s["description"]))
-            else:
-                sub = group_schema(parser, title, prefix, desc)
-            if name == "fsdp_config":
-                sub["allOf"] = fsdp_by_version()
-            for key in sorted(k for k in READ_WITHOUT_FLAG if prefix and k.startswith(prefix)):
-                if key not in sub["properties"]:
-                    note = {"description": "Read by accelerate launch (utils/launch.py) though no launch flag names it."}
-                    sub["properties"][key] = note
-                    sub["properties"][key[len(prefix):]] = dict(note)
-            if name == "fp8_config":
-                for k, (launch, s) in FP8_CONFIG_WRITER_KEYS.items():
-                    sub["properties"][k] = dict(s, description=f"Written by `accelerate config`; corresponds to launch --{launch}.")
-            if name == "deepspeed_config":
-                sub["properties"]["deepspeed_config_file"]["description"] = short(
-                    "Path to a DeepSpeed JSON config (validated by deepspeed.schema.json). With it set, zero_stage/offload/"
-                    "gradient_* keys here must be left out (accelerate raises). " + sub["properties"]["deepspeed_config_file"]["description"])
-            props[name] = sub
+            props[name] = _group_property(parser, by_dest, name)
             continue
         s, desc = hand.get(name, ({}, None))
         s = dict(s)
@@ -212,10 +222,15 @@ def build():
                     "(as ClusterConfig.from_yaml_file does); unknown keys in the *_config sub-dicts are rejected here "
                     "because accelerate launch silently ignores them.",
                     {"name": "accelerate", "version": accelerate.__version__}, props, required=["distributed_type"])
+    schema["allOf"] = _deepspeed_file_checks()
+    return schema
+
+
+def _deepspeed_file_checks():
     # With deepspeed_config_file, DeepSpeedPlugin._deepspeed_config_checks raises if the accelerate config
     # also sets these (launch passes the deepspeed_config keys, and mixed_precision when it came from the
     # config file, in ACCELERATE_CONFIG_DS_FIELDS). Only on the DeepSpeed launcher path (not use_cpu).
-    schema["allOf"] = [{
+    return [{
         "if": {"required": ["distributed_type", "deepspeed_config"],
                "properties": {"distributed_type": {"const": "DEEPSPEED"},
                               "use_cpu": {"const": False},
@@ -229,7 +244,6 @@ def build():
             # any of these keys present is an error, whatever its value (launch passes the key names)
             "deepspeed_config": {"properties": {k: _beside_ds_file(DS_FILE_KEYS[k]) for k in DS_FILE_KEYS}}}},
     }]
-    return schema
 
 
 # The deepspeed_config keys DeepSpeedPlugin._deepspeed_config_checks refuses beside

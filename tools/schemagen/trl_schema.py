@@ -73,7 +73,9 @@ def field_schema(f, hint, config_name=None):
     return s
 
 
-def build():
+def _collect():
+    """Every init field of each command's parser dataclasses: its schema (types merged where classes
+    disagree), the trainer configs that accept it, their defaults and the non-config classes owning it."""
     props, trainers, defaults, classes = {}, {}, {}, {}
     all_configs = []
     for cmd in COMMANDS:
@@ -109,7 +111,11 @@ def build():
                 d = jsonable_default(f)
                 if d is not dataclasses.MISSING:
                     defaults.setdefault(f.name, {})[config_cls.__name__] = d
+    return props, trainers, defaults, classes, all_configs
 
+
+def _annotate(props, trainers, defaults, classes, all_configs):
+    """x-trainers / x-source / default or x-defaults, and which trainers a key is limited to."""
     for name, s in props.items():
         tr = sorted(set(trainers[name]), key=all_configs.index)
         s["x-trainers"] = tr
@@ -124,13 +130,9 @@ def build():
         if len(tr) < len(all_configs):
             s["description"] = short(s["description"], 380) + f" [only: {', '.join(tr)}]"
 
-    for key, why in REMOVED.items():
-        assert key not in props, f"{key} is a field again: drop it from REMOVED"
-        props[key] = {"not": {}, "description": why}
 
-    props["env"] = {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]},
-                    "description": "Environment variables set before training (TrlParser pops this key)."}
-    # accelerate launch flags accepted through the `trl` CLI (config keys that are no dataclass field).
+def _launcher_keys(props):
+    """accelerate launch flags the `trl` CLI takes as config keys (no dataclass field of their own)."""
     launch = launch_command_parser()
     for a in launch._actions:
         opts = [o[2:] for o in a.option_strings if o.startswith("--")]
@@ -148,6 +150,18 @@ def build():
         s["description"] = short(f"accelerate launch --{key} (only through the `trl` CLI). " + (a.help or ""))
         s["x-launcher"] = "accelerate"
         props[key] = s
+
+
+def build():
+    props, trainers, defaults, classes, all_configs = _collect()
+    _annotate(props, trainers, defaults, classes, all_configs)
+    for key, why in REMOVED.items():
+        assert key not in props, f"{key} is a field again: drop it from REMOVED"
+        props[key] = {"not": {}, "description": why}
+
+    props["env"] = {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]},
+                    "description": "Environment variables set before training (TrlParser pops this key)."}
+    _launcher_keys(props)
     props["accelerate_config"] = {"type": "string", "x-launcher": "trl",
                                   "description": "accelerate config for the `trl` CLI: a path or a bundled name (single_gpu, multi_gpu, zero1, zero2, zero3, fsdp1, fsdp2)."}
     props["config_file"] = {"type": "string", "x-launcher": "accelerate", "description": "accelerate launch --config_file (only through the `trl` CLI)."}

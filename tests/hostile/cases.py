@@ -279,6 +279,72 @@ def values_semantic():
     return cases
 
 
+# --- trainer files the memory reader maps: a wrong type at a key it reads ---------------------
+def yaml_with(text, key, value):
+    """text with the line `key: ...` replaced (or added): bad values go in as YAML source, so
+    `1e400` stays the string PyYAML reads and a flow list stays a list."""
+    line = f"{key}: {value}"
+    out, n = re.subn(rf"^{re.escape(key)}:.*$", lambda _m: line, text, count=1, flags=re.M)
+    return (out if n else text + line + "\n").encode()
+
+
+def _trainer_files():
+    """kind -> (file name, its text, files beside it, extra estimate flags)."""
+    return {
+        "llamafactory": ("dpo.yaml", m.lf_yaml(), {"ds.json": m.ds_json()}, ()),
+        "trl": ("grpo.yaml", m.trl_yaml(), {}, ()),
+        "accelerate": ("accelerate.yaml", m.accelerate_yaml(), {"ds.json": m.rendered(GRPO, "ds.json")}, ("--model", "Qwen2.5-7B")),
+        "axolotl": ("axolotl.yaml", m.axolotl_yaml(), {}, ("--gpu", "A100-80GB")),
+    }
+
+
+HUGE_INT = "9" * 400  # an integer float() cannot hold: OverflowError, not ValueError
+
+
+def trainer_bad_values():
+    """kind -> {case: (key, YAML value)}: each a value its trainer refuses or cannot mean."""
+    return {
+        "llamafactory": {"cutoff-1e400": ("cutoff_len", "1e400"), "lora-rank-huge-int": ("lora_rank", HUGE_INT),
+                         "batch-1e400": ("per_device_train_batch_size", "1e400"), "stage-list": ("stage", "[dpo]"),
+                         "stage-mapping": ("stage", "{dpo: 1}"), "lora-target-ints": ("lora_target", "[1, 2]"),
+                         "additional-target-ints": ("additional_target", "[1]"),
+                         "additional-target-unknown": ("additional_target", "abc"), "fsdp-ints": ("fsdp", "[1]"),
+                         "model-int": ("model_name_or_path", "5")},
+        "trl": {"completion-1e400": ("max_completion_length", "1e400"), "lora-targets-ints": ("lora_target_modules", "[1]"),
+                "modules-to-save-unknown": ("lora_modules_to_save", "[abc]"), "vllm-util-list": ("vllm_gpu_memory_utilization", "[1]"),
+                "vllm-util-text": ("vllm_gpu_memory_utilization", "abc"), "vllm-util-negative": ("vllm_gpu_memory_utilization", "-1"),
+                "vllm-mode-bogus": ("vllm_mode", "abc"), "vllm-mode-list": ("vllm_mode", "[server]"),
+                "model-list": ("model_name_or_path", "[a]")},
+        "accelerate": {"processes-1e400": ("num_processes", "1e400"), "machines-huge-int": ("num_machines", HUGE_INT)},
+        "axolotl": {"sequence-1e400": ("sequence_len", "1e400"), "lora-targets-ints": ("lora_target_modules", "[1]"),
+                    "modules-to-save-map": ("lora_modules_to_save", "{a: 1}"), "micro-huge-int": ("micro_batch_size", HUGE_INT)},
+    }
+
+
+def trainer_config_cases():
+    out = []
+    files = _trainer_files()
+    for kind, bad in trainer_bad_values().items():
+        name, text, beside, extra = files[kind]
+        for cid, (key, value) in bad.items():
+            data = yaml_with(text, key, value)
+            out.append(Case(id=f"estimate-{kind}/{cid}", verb="estimate", args=("--config", "{d}/" + name, *extra),
+                            files={name: data, **beside}, names=(name, key_or_line(data, key, name)),
+                            why=f"{key}: {clip_value(value)} in a {kind} file: exit 2 naming {name} and {key}"))
+    sh = m.launch_sh()
+    for cid, (flag, value) in {"max-len-1e400": ("--data.max_len", "1e400"),
+                               "micro-huge-int": ("--train.micro_batch_size", HUGE_INT)}.items():
+        data = re.sub(rf"{re.escape(flag)} \S+", lambda _m: f"{flag} {value}", sh, count=1).encode()
+        out.append(Case(id=f"estimate-openrlhf/{cid}", verb="estimate", args=("--config", "{d}/launch.sh", "--gpu", "A100-80GB"),
+                        files={"launch.sh": data}, names=("launch.sh", flag.lstrip("-")),
+                        why=f"{flag} {clip_value(value)} in an OpenRLHF script: exit 2 naming launch.sh and the flag"))
+    return out
+
+
+def clip_value(value):
+    return value if len(value) < 20 else value[:12] + "..."
+
+
 # --- hostile-looking but valid ------------------------------------------------------------------
 def valid_cases():
     v = b"seq_len: 4096\nmicro_batch_size: 1\n"
@@ -601,7 +667,7 @@ def misc_cases():
 
 def all_cases():
     out = (payload_cases() + semantic_cases() + valid_cases() + output_cases() + recipe_cases()
-           + name_cases() + flag_cases() + ref_cases() + misc_cases())
+           + name_cases() + flag_cases() + ref_cases() + misc_cases() + trainer_config_cases())
     ids = [c.id for c in out]
     dupes = {i for i in ids if ids.count(i) > 1}
     assert not dupes, dupes

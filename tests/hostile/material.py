@@ -79,3 +79,12 @@ def recipe_values(recipe=DPO):
     import yaml
 
     return yaml.safe_load((ROOT / "recipes" / recipe / "recipe.yaml").read_text(encoding="utf-8"))["values"]
+
+
+def axolotl_yaml():
+    # The shape of axolotl's examples/qwen2 LoRA configs (the repo renders no axolotl file).
+    return ("base_model: Qwen/Qwen2.5-7B\nadapter: lora\nlora_r: 16\nlora_alpha: 32\nlora_dropout: 0.05\n"
+            "lora_target_linear: true\nsequence_len: 2048\nmicro_batch_size: 2\ngradient_accumulation_steps: 4\n"
+            "optimizer: adamw_torch_fused\nbf16: auto\ngradient_checkpointing: true\nflash_attention: true\n"
+            "datasets:\n  - path: mhenrichsen/alpaca_2k_test\n    type: alpaca\nnum_epochs: 1\n"
+            "learning_rate: 0.0002\noutput_dir: ./out\n")

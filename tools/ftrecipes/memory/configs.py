@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from ..errors import UserError
+from ..errors import UserError, clip
 from .inputs import DEEPSPEED_FIELDS, check_fields
 from . import catalog, trl_head
+from .activations import _SAVED_MODULES as SAVED_MODULES  # what modules_to_save_split counts
 
 # transformers' OptimizerNames (training_args.py) -> Setup.optimizer
 _HF_OPTIM = {
@@ -86,6 +87,42 @@ class _File:
             return float(v)
         return self._typed(names, default, convert, "a probability in [0, 1)")
 
+    def fraction(self, *names, default=None):
+        """A share of GPU memory in (0, 1] (vLLM's gpu_memory_utilization), as a number or numeric string."""
+        def convert(v):
+            if isinstance(v, bool) or not 0 < float(v) <= 1:
+                raise ValueError
+            return float(v)
+        return self._typed(names, default, convert, "a fraction in (0, 1]")
+
+    def choice(self, key, allowed, default=None):
+        """One of allowed (strings); a list or mapping here is an error at the key, not a crash."""
+        v = self.data.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, str) or v not in allowed:
+            raise self.error(key, f"{key} {clip(repr(v))}; known: {', '.join(allowed)}")
+        return v
+
+    def names(self, *keys, known=None):
+        """Module names: a comma-separated string or a list of strings, as PEFT and the trainers
+        take them ([] when unset). Anything else would reach the estimate as a name it cannot
+        place, so it is refused here, where the file and line are known; so is a name outside
+        known (the modules the memory model counts), when given."""
+        for n in keys:
+            v = self.data.get(n)
+            if v is None:
+                continue
+            items = [v] if isinstance(v, str) else v
+            if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+                raise self.error(n, f"expected a name or a list of names, got {clip(repr(v))}")
+            out = _split(v)
+            bad = next((x for x in out if known is not None and x not in known), None)
+            if bad is not None:
+                raise self.error(n, f"unknown module {bad!r}; known: {', '.join(known)}")
+            return out
+        return []
+
     def _typed(self, names, default, convert, expected):
         """The first of names the file sets, through convert; an error at its line if that fails."""
         for n in names:
@@ -93,8 +130,8 @@ class _File:
                 v = self.data[n]
                 try:
                     return convert(v)
-                except (TypeError, ValueError):
-                    raise self.error(n, f"expected {expected}, got {v!r}") from None
+                except (TypeError, ValueError, OverflowError):  # OverflowError: int(float("1e400"))
+                    raise self.error(n, f"expected {expected}, got {clip(repr(v))}") from None
         return default
 
     def error(self, key, message):
@@ -137,6 +174,8 @@ def _model(f: _File, *keys):
     downloaded, so its config.json has to come from the user."""
     key = next((k for k in keys if k in f.data), None)
     name = f.data.get(key) if key else None
+    if name is not None and not isinstance(name, str):
+        raise f.error(key, f"expected a model id or path, got {clip(repr(name))}")
     if not isinstance(name, str):
         return None
     try:
@@ -190,7 +229,7 @@ def _hf_fsdp(f: _File, out: dict) -> None:
     fsdp_config.version: the HF Trainer shards through accelerate's FSDP plugin. Only full
     sharding is modelled; "offload" moves parameters, gradients and optimizer to the CPU."""
     raw = f.get("fsdp")
-    opts = [o for x in _split(raw) for o in x.split()] if raw else []
+    opts = [o for x in f.names("fsdp") for o in x.split()] if raw else []
     if not opts or f.get("deepspeed"):
         return
     if "full_shard" not in opts:
@@ -206,17 +245,17 @@ def _hf_fsdp(f: _File, out: dict) -> None:
 def from_llamafactory(f: _File) -> dict:
     """llamafactory/hparams (model_args, data_args, finetuning_args) as of LLaMA-Factory 0.9.5."""
     stage = f.get("stage", default="sft")
-    if stage not in _LF_STAGE:
+    if not isinstance(stage, str) or stage not in _LF_STAGE:
         raise f.error("stage", f"LLaMA-Factory stage {stage!r} (the memory model covers sft, pt, rm, dpo, kto)")
     ftype = f.get("finetuning_type", default="lora")
     if ftype not in ("lora", "full"):
         raise f.error("finetuning_type", f"finetuning_type {ftype!r} (lora and full are modelled)")
     out = {"trainer": "llamafactory", "method": _LF_STAGE[stage], "framework": "ddp",
            "lora_rank": f.int("lora_rank", default=8, minimum=1) if ftype == "lora" else 0,
-           "lora_target": ",".join(_split(f.get("lora_target", default="all"))) or "all",
+           "lora_target": ",".join(f.names("lora_target")) or "all",
            # FinetuningArguments.lora_dropout defaults to 0.0
            "lora_dropout": f.probability("lora_dropout") if ftype == "lora" else 0.0,
-           "modules_to_save": _split(f.get("additional_target")),
+           "modules_to_save": f.names("additional_target", known=SAVED_MODULES),
            "seq_len": f.int("cutoff_len", default=2048, minimum=1),
            "micro_batch": f.int("per_device_train_batch_size", default=8, minimum=1),  # transformers' default
            "grad_accum": f.int("gradient_accumulation_steps", default=1, minimum=1),
@@ -299,9 +338,9 @@ def _trl_fields(f: _File, method: str, seq: int) -> dict:
            "attn_implementation": f.get("attn_implementation")}
     if f.get("use_peft") is True or f.get("lora_r") is not None:
         out["lora_rank"] = f.int("lora_r", default=16, minimum=1)
-        targets = _split(f.get("lora_target_modules"))
+        targets = f.names("lora_target_modules")
         out["lora_target"] = "all" if targets == ["all-linear"] else ",".join(targets) or _PEFT_DEFAULT_TARGETS
-        out["modules_to_save"] = _split(f.get("lora_modules_to_save"))
+        out["modules_to_save"] = f.names("lora_modules_to_save", known=SAVED_MODULES)
         # trl ModelConfig.lora_dropout defaults to 0.05 (trl/trainer/model_config.py), not PEFT's 0
         out["lora_dropout"] = f.probability("lora_dropout", default=0.05)
     if f.get("load_in_4bit") is True or f.get("load_in_8bit") is True:
@@ -327,9 +366,11 @@ def _trl_fields(f: _File, method: str, seq: int) -> dict:
     out["mixed_precision"] = "fp16" if f.get("fp16") is True else ("no" if f.get("bf16") is False else "bf16")
     if method == "grpo":
         # GRPOConfig.vllm_mode: "colocate" by default since TRL 1.0, "server" before
-        out["vllm_mode"] = f.get("vllm_mode", default=trl_head.vllm_mode_default(version)) if f.get("use_vllm") else "none"
-        util = f.get("vllm_gpu_memory_utilization")
-        out["vllm_gpu_memory_utilization"] = float(util) if util is not None else None
+        out["vllm_mode"] = "none"
+        if f.get("use_vllm"):
+            # GRPOTrainer refuses any other vllm_mode; without use_vllm it reads neither key
+            out["vllm_mode"] = f.choice("vllm_mode", ("server", "colocate"), default=trl_head.vllm_mode_default(version))
+            out["vllm_gpu_memory_utilization"] = f.fraction("vllm_gpu_memory_utilization")
     return out
 
 
@@ -376,11 +417,11 @@ def from_axolotl(f: _File) -> dict:
         (v for k, v in _AXOLOTL_ATTN.items() if f.get(k) is True), None)
     if adapter:
         out["lora_rank"] = f.int("lora_r", default=8, minimum=1)  # PEFT LoraConfig's r
-        targets = _split(f.get("lora_target_modules"))
+        targets = f.names("lora_target_modules")
         out["lora_target"] = "all" if f.get("lora_target_linear") is True or targets == ["all-linear"] else (
             ",".join(targets) or _PEFT_DEFAULT_TARGETS)
         out["lora_dropout"] = f.probability("lora_dropout")
-        out["modules_to_save"] = _split(f.get("lora_modules_to_save"))
+        out["modules_to_save"] = f.names("lora_modules_to_save", known=SAVED_MODULES)
     if adapter == "qlora" or f.get("load_in_4bit") is True:
         out["quantization"], out["double_quant"] = "4bit", True
     elif f.get("load_in_8bit") is True:
@@ -480,9 +521,9 @@ def from_openrlhf(f: _File) -> dict:
         out["quantization"] = "4bit"
     if f.get("ds.use_liger_kernel", "use_liger_kernel") is True:
         out["loss_kernel"] = "liger"
-    targets = f.get("ds.lora.target_modules", "target_modules")
+    targets = f.names("ds.lora.target_modules", "target_modules")
     if targets:
-        out["lora_target"] = ",".join(_split(targets))
+        out["lora_target"] = ",".join(targets)
     return out
 
 

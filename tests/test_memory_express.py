@@ -516,6 +516,16 @@ def test_a_name_that_only_resembles_a_catalog_model_is_unknown():
             model(hub_id)
 
 
+def test_an_unknown_model_is_one_short_line_with_the_closest_names():
+    # the whole catalog (about 100 names) used to follow "known:", which made the line unreadable
+    with pytest.raises(KeyError) as e:
+        model("qwen2.5-7b-instrukt")
+    msg = e.value.args[0]
+    assert "closest: Qwen2.5-7B-Instruct" in msg and len(msg) < 300
+    with pytest.raises(KeyError, match="no such file or folder"):
+        model("models/missing/config.json")
+
+
 @pytest.mark.parametrize("name,marketed_gb,bf16", [
     ("RTX-3090", 24, True), ("RTX-4090", 24, True), ("RTX-5090", 32, True), ("A10G", 24, True),
     ("A6000", 48, True), ("L40S", 48, True), ("A800-40GB", 40, True), ("A800-80GB", 80, True),

@@ -414,7 +414,21 @@ def model(name_or_path: str) -> ModelShape:
         for n, m in MODELS.items():
             if n.lower() == k:
                 return m
-    raise KeyError(f"unknown model {name_or_path!r}: pass a local config.json or --params; known: {', '.join(MODELS)}")
+    raise KeyError(_unknown_model(name_or_path, key))
+
+
+def _unknown_model(name_or_path: str, key: str) -> str:
+    """One readable line: a path that does not exist is said to be one; a name gets the catalog
+    entries closest to it (the whole list, 100 names, made the line unreadable)."""
+    if name_or_path.endswith(".json"):  # a folder or hub id ends with a model's name: matched below
+        return f"model {name_or_path!r}: no such file or folder (a model is a catalog name or a local config.json)"
+    import difflib
+
+    close = difflib.get_close_matches(key, [n.lower() for n in MODELS], n=4, cutoff=0.5)
+    names = [next(n for n in MODELS if n.lower() == c) for c in close]
+    hint = f"closest: {', '.join(names)}; " if names else ""
+    return (f"unknown model {name_or_path!r} ({hint}{len(MODELS)} catalog models, listed in README's memory "
+            "section): pass a local config.json or --params")
 
 
 # HF config.json fields the shape is built from: where (under the language model's config)

@@ -345,6 +345,31 @@ def clip_value(value):
     return value if len(value) < 20 else value[:12] + "..."
 
 
+# --- standard output that cannot take the report ---------------------------------------------
+def stream_cases():
+    """stdout closed (`>&-`), a full disk (/dev/full) or a reader that is gone (`| head -0`).
+    A write that fails is one line naming standard output, exit 2; a reader that stopped early
+    is the reader's choice, so the exit status stays the verdict (lint 1, estimate 3), as
+    `set -o pipefail` scripts rely on."""
+    bad_ds = ds_with(train_micro_batch_size_per_gpu=-1)
+    runs = {
+        "list": ("list", (), {}, 0), "list-json": ("list", ("--json",), {}, 0), "show": ("show", (DPO,), {}, 0),
+        "render": ("render", (DPO,), {}, 0), "lint-errors": ("lint", ("{d}/ds.json",), {"ds.json": bad_ds}, 1),
+        "lint-github": ("lint", ("--format", "github", "{d}/ds.json"), {"ds.json": bad_ds}, 1),
+        "lint-sarif": ("lint", ("--format", "sarif", "{d}/ds.json"), {"ds.json": bad_ds}, 1),
+        "estimate-oom": ("estimate", ("--model", "Qwen2.5-72B", "--gpu", "T4"), {}, 3),
+        "estimate-recipe": ("estimate", (DPO, "--json"), {}, 0),
+    }
+    out = []
+    for rid, (verb, args, files, verdict) in runs.items():
+        out.append(Case(id=f"stdout-broken-pipe/{rid}", verb=verb, args=args, files=files, expect=(verdict,),
+                        stdout_to="broken-pipe", why=f"nobody reads stdout: still exit {verdict}, no traceback"))
+        for to in ("closed", "full"):
+            out.append(Case(id=f"stdout-{to}/{rid}", verb=verb, args=args, files=files, stdout_to=to,
+                            names=("standard output",), why=f"stdout {to}: one line naming standard output, exit 2"))
+    return out
+
+
 # --- hostile-looking but valid ------------------------------------------------------------------
 def valid_cases():
     v = b"seq_len: 4096\nmicro_batch_size: 1\n"
@@ -667,7 +692,7 @@ def misc_cases():
 
 def all_cases():
     out = (payload_cases() + semantic_cases() + valid_cases() + output_cases() + recipe_cases()
-           + name_cases() + flag_cases() + ref_cases() + misc_cases() + trainer_config_cases())
+           + name_cases() + flag_cases() + ref_cases() + misc_cases() + trainer_config_cases() + stream_cases())
     ids = [c.id for c in out]
     dupes = {i for i in ids if ids.count(i) > 1}
     assert not dupes, dupes

@@ -6,6 +6,7 @@ message must hold, and the paths it may write. The runner snapshots the case fol
 tool's own recipes and /dev/null before and after, so a write anywhere else is seen.
 """
 
+import contextlib
 import hashlib
 import os
 import resource
@@ -89,6 +90,7 @@ class Case:
     stdout_ok: bool = False  # exit-2 cases: stdout may hold output (e.g. lint's report)
     marker: str | None = None  # a path that must not exist afterwards (template sandbox)
     leaks: tuple = ()  # text that must not reach stdout (Python objects, files outside the recipe)
+    stdout_to: str | None = None  # "closed", "full" (/dev/full) or "broken-pipe" (no reader): not captured
 
     def argv(self, d, recipes):
         sub = lambda s: s.replace("{d}", str(d)).replace("{recipes}", str(recipes))
@@ -222,12 +224,32 @@ def _digest(p, st):
         return "unreadable"
 
 
-def _limits(fsize):
+def _limits(fsize, close_stdout=False):
     def apply():
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
         if fsize is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        if close_stdout:  # `ftrecipes ... >&-`: the child starts with no fd 1 at all
+            os.close(1)
     return apply
+
+
+@contextlib.contextmanager
+def _stdout_for(case, captured):
+    """The child's stdout: the capture file, /dev/full, or a pipe whose reader is gone before the
+    child starts (so its first write fails with EPIPE, whatever the pipe buffer holds)."""
+    if case.stdout_to == "full":
+        with open("/dev/full", "wb") as full:
+            yield full
+    elif case.stdout_to == "broken-pipe":
+        r, w = os.pipe()
+        os.close(r)
+        try:
+            yield w
+        finally:
+            os.close(w)
+    else:
+        yield captured
 
 
 # --- one run ---------------------------------------------------------------------------------
@@ -251,9 +273,10 @@ def run_case(case, tool, scratch):
     devnull_ok = stat.S_ISCHR(os.stat("/dev/null").st_mode)
     out_path, err_path = base / "stdout", base / "stderr"
     started = time.monotonic()
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+    with open(out_path, "wb") as out, open(err_path, "wb") as err, _stdout_for(case, out) as stdout:
         proc = subprocess.Popen(tool.command(case, d), cwd=d, env=tool.env(case, home), stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=err, start_new_session=True, preexec_fn=_limits(case.fsize))
+                                stdout=stdout, stderr=err, start_new_session=True,
+                                preexec_fn=_limits(case.fsize, close_stdout=case.stdout_to == "closed"))
         try:
             code = proc.wait(timeout=HANG_SECONDS)
         except subprocess.TimeoutExpired:

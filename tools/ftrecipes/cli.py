@@ -6,7 +6,7 @@ import gc
 import json
 import sys
 
-from . import __version__, detect
+from . import __version__, detect, stdio
 from .errors import UserError, one_line
 
 
@@ -285,16 +285,22 @@ def run_parsed(parser, argv):
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
-    args = parser.parse_args(argv)
+    out = stdio.guard()
     try:
-        return args.func(args)
+        args = parser.parse_args(argv)  # --help and usage errors write too
+        status = args.func(args)
+        stdio.finish(out)
+        return status
     except UserError as err:
         print(f"{parser.prog}: error: {err}", file=sys.stderr)
         return err.exit_code
-    except BrokenPipeError:
-        return 0
     except KeyboardInterrupt:
         return 130
+    finally:
+        with contextlib.suppress(UserError):
+            out.flush()  # what --help left buffered, so the exit's own flush has nothing to fail on
+        if sys.stdout is out:  # in-process callers (tests) get their stream back
+            sys.stdout = out.stream
 
 
 def main(argv=None):

@@ -620,6 +620,8 @@ def read(paths_or_configs, framework_versions=None) -> tuple[dict, dict]:
         cfg = loaded.get(path) or lint.load(path, True)
         if cfg is None or (cfg.kind not in KINDS and not explicit):
             continue
+        if not cfg.root:
+            cfg.root = _launch_dir(path)
         if cfg.kind == "deepspeed":
             check_fields(cfg.doc, DEEPSPEED_FIELDS)  # what the estimate reads, typed as DeepSpeed reads it
             ds = {**ds, **cfg.data}
@@ -715,6 +717,21 @@ def _pinned(paths, framework):
         if hit:
             return hit[0]
     return None
+
+
+def _launch_dir(path):
+    """The directory a launch of this file starts in, where the names it passes resolve first.
+    The trainers open them from the process's working directory, so the estimate's working
+    directory stands for it when the file is inside it (as lint's --root does), else the file's
+    repository top (lint.launch_root). lint.load leaves it unset, and from the script's own
+    folder `accelerate launch --config_file examples/accelerate/fsdp_config.yaml src/train.py
+    examples/extras/fsdp_qlora/x.yaml` (LLaMA-Factory's examples/extras/fsdp_qlora/train.sh)
+    names two files that do not exist."""
+    import os
+
+    from .. import lint
+
+    return lint.launch_root(path, os.getcwd())
 
 
 def _deepspeed_from_cwd(cfg, found) -> list:

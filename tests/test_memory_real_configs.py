@@ -30,3 +30,37 @@ def test_a_launch_scripts_files_resolve_from_the_directory_the_job_starts_in(run
     assert (s["framework"], s["gpus"], s["fsdp_offload"]) == ("fsdp", 2, False)
     assert (s["quantization"], s["lora_rank"], s["seq_len"], s["micro_batch"]) == ("4bit", 8, 2048, 1)
 
+
+def test_a_launch_value_only_the_running_shell_knows_is_given_by_the_matching_flag(run_cli, monkeypatch):
+    """QwenLM/Qwen's finetune/finetune_lora_ds.sh passes `--nproc_per_node $GPUS_PER_NODE`, set by
+    `python -c 'import torch; ...device_count()'` when the job runs. That was an error even next
+    to `--gpus 8`, which beats the files; now --gpus gives it, and without it the error names the
+    line and key and says which flag to pass."""
+    monkeypatch.chdir(FOREIGN / "QwenLM__Qwen")
+    code, _out, err = run_cli("estimate", "--config", "finetune/finetune_lora_ds.sh", "--gpu", "A100-80GB")
+    assert code == 2
+    assert "finetune/finetune_lora_ds.sh:65" in err and "nproc_per_node" in err and "pass --gpus" in err
+    s = setup_of(run_cli, "--config", "finetune/finetune_lora_ds.sh", "--gpus", "8")
+    assert s["gpus"] == 8
+
+
+def test_a_scripts_argument_loop_does_not_replace_its_defaults(run_cli, monkeypatch):
+    """The same script sets MODEL="Qwen/Qwen-7B" and DS_CONFIG_PATH="finetune/ds_config_zero2.json",
+    then reassigns both from $1 in a `while [[ "$1" != "" ]]; case ...` loop that runs only when
+    the script is given arguments. Read as the last assignment, the model was '$1' and the
+    DeepSpeed config was not followed: ZeRO stage 0 instead of the file's 2."""
+    monkeypatch.chdir(FOREIGN / "QwenLM__Qwen")
+    s = setup_of(run_cli, "--config", "finetune/finetune_lora_ds.sh", "--gpus", "8")
+    assert (s["model"], s["framework"], s["zero_stage"]) == ("Qwen/Qwen-7B", "deepspeed", 2)
+    # finetune.py's LoraArguments default lora_r to 64; the script passes --use_lora
+    assert (s["lora_rank"], s["seq_len"], s["micro_batch"], s["grad_accum"]) == (64, 512, 2, 8)
+
+
+def test_a_model_given_by_a_script_argument_is_asked_for_by_name(run_cli, tmp_path, monkeypatch):
+    """`--model_name_or_path $1` is not a model id the catalog lacks: the error says the shell
+    sets it and to pass --model, which then gives it."""
+    (tmp_path / "run.sh").write_text("torchrun --nproc_per_node 2 finetune.py --model_name_or_path $1 --bf16 True\n")
+    monkeypatch.chdir(tmp_path)
+    code, _out, err = run_cli("estimate", "--config", "run.sh", "--gpu", "A100-80GB")
+    assert code == 2 and "run.sh:1" in err and "pass --model" in err and "not in the catalog" not in err
+    assert setup_of(run_cli, "--config", "run.sh", "--model", "Qwen2.5-7B")["model"] == "Qwen2.5-7B"

@@ -183,6 +183,12 @@ def _remember(cmd, variables):
             words = shlex.split(value)
         except ValueError:
             words = value.split()
+        if name in variables and any("$" in w for w in words):
+            # A value only the running shell knows does not replace the script's own: `MODEL=$1`
+            # in the argument loop of QwenLM/Qwen's finetune/*.sh runs only when the script is
+            # given arguments, and run as written its MODEL="Qwen/Qwen-7B" and
+            # DS_CONFIG_PATH="finetune/ds_config_zero2.json" stand.
+            continue
         variables[name] = (words, [cmd.line] * len(words))
 
 

@@ -527,6 +527,41 @@ def from_openrlhf(f: _File) -> dict:
     return out
 
 
+# The Setup field each flag from_launch reads feeds, and the estimate flag that can give it instead.
+_LAUNCH_FIELDS = {"nproc_per_node": "gpus", "num_gpus": "gpus", "num_processes": "gpus", "nnodes": "gpus",
+                  "num_machines": "gpus", "per_device_train_batch_size": "micro_batch", "model_max_length": "seq_len",
+                  "gradient_accumulation_steps": "grad_accum", "gradient_checkpointing": "gradient_checkpointing",
+                  "bf16": "precision", "fp16": "precision", "optim": "optimizer", "use_lora": "lora_rank",
+                  "lora_r": "lora_rank", "lora_dropout": "lora_dropout", "q_lora": "quantization",
+                  "max_slice_nums": "image_slices", "model_name_or_path": "model"}
+_FIELD_FLAGS = {"gpus": "--gpus", "micro_batch": "--micro-batch", "seq_len": "--seq-len", "grad_accum": "--grad-accum",
+                "gradient_checkpointing": "--gradient-checkpointing", "precision": "--precision",
+                "lora_rank": "--lora-rank", "model": "--model"}
+
+
+def _shell_filled(value) -> bool:
+    """A launch word the shell fills in when the job runs: a variable the script does not set
+    (`--nproc_per_node $GPUS_PER_NODE` after `GPUS_PER_NODE=$(python -c ...)`, Slurm's
+    ${SLURM_NNODES}, a script argument $1) or a command substitution."""
+    words = value if isinstance(value, list) else [value]
+    return any(isinstance(w, str) and "$" in w for w in words)
+
+
+def _unresolved(f: _File, unset: dict) -> dict:
+    """{field: error} for the flags whose value only the running shell knows. Read as written they
+    were an error even next to `--gpus 8` (or, for the model, "'$1' is not in the catalog"); the
+    estimate's own flag, which beats the files, gives the value instead, and without one the error
+    says which flag that is."""
+    out = {}
+    for key, value in unset.items():
+        field = _LAUNCH_FIELDS.get(key)
+        if field and field not in out:
+            flag = _FIELD_FLAGS.get(field, f"--set {field}=VALUE")
+            out[field] = f.error(key, f"--{key} {clip(str(value))} is set by the shell when the job runs; "
+                                      f"pass {flag}")
+    return out
+
+
 def _true(v) -> bool:
     return v is True or str(v).lower() in ("true", "1", "yes")
 
@@ -560,9 +595,13 @@ def from_launch(cfg) -> dict:
                 f = _File(cfg, {"max_model_len": hit[0]}, {"max_model_len": hit[1]})
                 out["vllm_max_model_len"] = f.int("max_model_len", minimum=1)
     if flags:
-        f = _File(cfg, {k: v for k, (v, _line) in flags.items()}, {k: line for k, (_v, line) in flags.items()})
+        lines = {k: line for k, (_v, line) in flags.items()}
+        unset = {k: v for k, (v, _line) in flags.items() if _shell_filled(v)}
+        f = _File(cfg, {k: v for k, (v, _line) in flags.items() if k not in unset}, lines)
+        if unset:
+            out["_unresolved"] = _unresolved(f, unset)
         for key in ("zero_stage", "offload"):
-            if key in f.data:
+            if key in flags:
                 # a training script that builds its own DeepSpeed config from flags (DeepSpeed-Chat's
                 # main.py), not a TrainingArguments script: its ZeRO stage is not read here
                 raise f.error(key, f"--{key}: the script builds its own DeepSpeed config (pass it with --config as JSON)")
@@ -643,6 +682,8 @@ def read(paths_or_configs, framework_versions=None) -> tuple[dict, dict]:
         elif cfg.kind == "launch":
             found = from_launch(cfg)
             unknown = unknown or found.pop("_unknown_model", None)
+            if "_unresolved" in found:
+                found["_unresolved"] = {**out.get("_unresolved", {}), **found["_unresolved"]}
             out.update({k: v for k, v in found.items() if v is not None})
         else:
             raise UserError(f"not expressible in the memory model: a {cfg.kind} file "
@@ -679,12 +720,16 @@ def setup_from_files(paths_or_configs, framework_versions=None, given=None, defa
     given = dict(given or {})
     ds, found = read(paths_or_configs, framework_versions)
     unknown_model = found.pop("_unknown_model", None)
+    unresolved = found.pop("_unresolved", {})
     bf16_auto = found.pop("_bf16_auto", False)
     # a release named by --framework-version wins over the same release given with --set
     merged = {**(defaults or {}), **found, **given, **setup_version_fields(framework_versions or {})}
     if bf16_auto and "precision" not in given and not gpu_spec(merged.get("gpu") or Setup.gpu).bf16:
         # axolotl's bf16: auto trains in fp16, weights loaded in fp16, on a GPU without bf16
         merged.update(precision="fp16", load_dtype="fp16", mixed_precision="fp16")
+    for field, err in unresolved.items():
+        if field not in given and not (field == "model" and given.get("params")):
+            raise err
     if unknown_model and not (merged.get("model") or merged.get("params")):
         raise unknown_model
     s = setup_from_deepspeed(ds, **merged)

@@ -64,3 +64,29 @@ def test_a_model_given_by_a_script_argument_is_asked_for_by_name(run_cli, tmp_pa
     code, _out, err = run_cli("estimate", "--config", "run.sh", "--gpu", "A100-80GB")
     assert code == 2 and "run.sh:1" in err and "pass --model" in err and "not in the catalog" not in err
     assert setup_of(run_cli, "--config", "run.sh", "--model", "Qwen2.5-7B")["model"] == "Qwen2.5-7B"
+
+
+def estimate_json(run_cli, *args):
+    code, out, err = run_cli("estimate", *args, "--gpu", "A100-80GB", "--gpus", "1", "--json")
+    assert code in (0, 3), err
+    return json.loads(out)
+
+
+def test_llamafactorys_reward_model_stage_batches_both_sequences_of_each_pair(run_cli, tmp_path):
+    """LLaMA-Factory 0.9.5 train/rm: PairwiseDataCollatorWithPadding turns n pairs into 2n rows
+    (chosen, then rejected) and PairwiseTrainer scores them with the value-head model alone, no
+    reference. Read as sft it held half the activations; the same file with `stage: sft` is the
+    yardstick. Full fine-tuning shows no reference copy is added either."""
+    reward = FOREIGN / "hiyouga__LLaMA-Factory" / "examples" / "train_lora" / "qwen3_lora_reward.yaml"
+    sft = tmp_path / "sft.yaml"
+    sft.write_text(reward.read_text().replace("stage: rm", "stage: sft"))
+    rm, plain = estimate_json(run_cli, "--config", str(reward)), estimate_json(run_cli, "--config", str(sft))
+    assert rm["saved_activation_bytes"] == 2 * plain["saved_activation_bytes"]
+    full_rm, full_sft = tmp_path / "full_rm.yaml", tmp_path / "full_sft.yaml"
+    full_rm.write_text("model_name_or_path: Qwen/Qwen2.5-7B\nstage: rm\nfinetuning_type: full\nbf16: true\n")
+    full_sft.write_text("model_name_or_path: Qwen/Qwen2.5-7B\nstage: sft\nfinetuning_type: full\nbf16: true\n")
+
+    def setup_params(path):
+        phases = estimate_json(run_cli, "--config", str(path))["phases"]
+        return next(p for p in phases if p["name"] == "setup")["by_category"]["params"]
+    assert setup_params(full_rm) == setup_params(full_sft)

@@ -40,7 +40,8 @@ _LF_ATTN = {"auto": "sdpa", "sdpa": "sdpa", "fa2": "flash_attention_2", "fa3": "
 # TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: llama, mistral, qwen2 -> q_proj, v_proj)
 _PEFT_DEFAULT_TARGETS = "q_proj,v_proj"
 _TORCH_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "auto": ""}
-_LF_STAGE = {"sft": "sft", "pt": "sft", "rm": "sft", "dpo": "dpo", "kto": "dpo"}
+# rm is DPO's pair of sequences without a reference (from_llamafactory)
+_LF_STAGE = {"sft": "sft", "pt": "sft", "rm": "dpo", "dpo": "dpo", "kto": "dpo"}
 
 # Setup fields a recipe does not render but `estimate NAME --set` may change (what-if keys)
 MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "loss_kernel", "modules_to_save",
@@ -265,6 +266,11 @@ def from_llamafactory(f: _File) -> dict:
            "checkpoint_reentrant": _inline_bool(f, "use_reentrant_gc"),
            "attn_implementation": _LF_ATTN.get(str(f.get("flash_attn", default="auto")), "sdpa"),
            "precision": _precision(f), "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f, "model_name_or_path")}
+    if stage == "rm":
+        # train/rm (0.9.5): PairwiseDataCollatorWithPadding batches each pair's chosen and rejected
+        # sequences (2n rows) and PairwiseTrainer runs no reference model; read as sft it was half
+        # the activations. "precomputed": no reference weights and no reference forward.
+        out["dpo_reference"] = "precomputed"
     if f.get("flash_attn") is not None and str(f.get("flash_attn")) not in _LF_ATTN:
         raise f.error("flash_attn", f"flash_attn {f.get('flash_attn')!r}; known: {', '.join(_LF_ATTN)}")
     bits = f.int("quantization_bit")

@@ -61,3 +61,45 @@ def test_null_process_counts_are_left_to_the_launch_line(tmp_path):
     wrong.write_text((FOREIGN / "huggingface__smollm" / rel).read_text().replace("num_processes: null", "num_processes: all"))
     assert [e.split(": ", 1)[1] for e in _errors(lint.run([str(wrong)]))] == [
         "wrong-type num_processes: expected integer or null >= -1, got 'all'"]
+
+
+MINICPM = ("requirements.txt", "finetune/requirements.txt", "finetune/llama_factory_example/minicpm_sft.yaml",
+           "minicpm_sala/finetune/requirements.txt", "minicpm_sala/finetune/llama_factory/configs/minicpm_sft.yaml")
+
+
+def test_a_loose_range_means_the_release_the_configs_framework_runs_with(tmp_path):
+    """MiniCPM's top requirements.txt says `transformers>=4.36.2`; its LLaMA-Factory YAMLs run on
+    LLaMA-Factory from git, whose 0.9.5 requires transformers<=5.6.0 and checks it at start-up.
+    Read as today's 5.23.0 the range made warmup_ratio (gone in 5.15) an error on every SALA
+    recipe; 5.6.0 still has it, deprecated. evaluation_strategy, gone since 4.51, stays an error,
+    now naming 5.6.0."""
+    repo = _copy(tmp_path / "minicpm", "OpenBMB__MiniCPM", *MINICPM)
+    result = lint.run([str(repo)])
+    assert [e.split(": ", 1)[1] for e in _errors(result)] == [
+        "version-skew evaluation_strategy: valid in transformers 4.50.3, not in transformers 4.51.3 or later; "
+        "the transformers in use is 5.6.0"]
+    sala = [f.message for f in result.findings if "minicpm_sala" in f.path]
+    assert sala == ["warmup_ratio is deprecated since transformers 5.0; use warmup_steps"], sala
+
+
+def test_the_cap_holds_only_for_the_release_it_was_read_with(tmp_path):
+    """The companions recorded in a schema are those of the release it was generated from: a
+    repository pinning another LLaMA-Factory release (whose requirements lint has not read), a
+    TRL YAML (trl 1.16 lets today's transformers in), an exact pin, or the framework's own
+    repository (LLaMA-Factory after 0.9.5 says transformers<=5.8.0 in its pyproject) keeps the
+    repository's own reading."""
+    yaml = tmp_path / "x.yaml"
+    yaml.write_text("stage: sft\nfinetuning_type: lora\ntemplate: qwen\n")
+    (tmp_path / "requirements.txt").write_text("transformers>=4.36.2\n")
+    assert pins.versions_for(yaml, kind="llamafactory")["transformers"] == "5.6.0"
+    assert pins.versions_for(yaml, kind="trl")["transformers"] == "5.23.0"
+    assert pins.versions_for(yaml, {"transformers": "5.20"}, kind="llamafactory")["transformers"] == "5.20"
+    for other in ("transformers>=4.36.2\nllamafactory==0.9.3\n", "transformers==5.23.0\n"):
+        (tmp_path / "requirements.txt").write_text(other)
+        pins._folder_pins.cache_clear()
+        assert pins.versions_for(yaml, kind="llamafactory")["transformers"] == "5.23.0"
+    (tmp_path / "requirements.txt").unlink()
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "llamafactory"\ndynamic = ["version"]\n'
+                                             'dependencies = ["transformers>=4.55.0,<=5.8.0,!=5.6.0"]\n')
+    pins._folder_pins.cache_clear()
+    assert pins.versions_for(yaml, kind="llamafactory")["transformers"] == "5.7.0"

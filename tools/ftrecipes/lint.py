@@ -412,7 +412,7 @@ def run(targets, kind=None, options=None, ignore=(), skip_unknown=False, root=No
     for cfg in configs:
         result.checked.append((cfg.path, cfg.kind))
         # Judged at the release the repo pins (--framework-version overrides), like the rules.
-        cfg.framework_versions = pins.versions_for(cfg.path, options.framework_versions, cfg.root)
+        cfg.framework_versions = pins.versions_for(cfg.path, options.framework_versions, cfg.root, cfg.kind)
         result.findings.extend(check_config(cfg, cfg.framework_versions, options.config_extras))
     apply_overrides(configs)
     for group in _groups(configs):

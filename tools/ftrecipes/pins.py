@@ -136,18 +136,31 @@ def _strings(node, assigned, found, seen):
         _strings(assigned[node.id], assigned, found, seen)
 
 
-def resolve(framework, spec):
-    """The version a specifier stands for: the pinned one, else the newest release the key
-    history knows inside the range; None when neither."""
+def exact(spec):
+    """The version an `==X` specifier names, else None (a range)."""
     clauses = spec.split(",")
     if len(clauses) == 1 and clauses[0].startswith("==") and "*" not in clauses[0]:
         return clauses[0][2:]
+    return None
+
+
+def resolve(framework, spec, cap=None):
+    """The version a specifier stands for: the pinned one, else the newest release the key
+    history knows inside the range (at most cap, where the range reaches that low); None when
+    neither."""
+    if exact(spec) is not None:
+        return exact(spec)
     try:
         s = versions.Specifier(spec)
     except ValueError:
         return None
     h = versions.key_history(framework)
     inside = [r for r in (h.releases if h else []) if s.contains(r)]
+    if cap is not None and s.contains(cap):
+        return cap  # the release pip installs, sampled or not
+    capped = [r for r in inside if cap is not None and r <= versions.parse(cap)]
+    if capped:
+        return str(max(capped))
     if inside:
         return str(max(inside))
     # A range wholly older than the releases the history read (`>=4.32.0,<4.38.0`) still says
@@ -197,6 +210,16 @@ MAX_PACKAGE_FILES = 200
 
 def _own_package(folder):
     """(framework, version, 'file:line') when folder holds a framework's own packaging, else None."""
+    for path, text, fw in _own_packaging(folder):
+        for where, body in itertools.chain([(path, text)], _package_modules(folder, fw)):
+            v = _OWN_VERSION.search(body)
+            if v:
+                return fw, v["v"], f"{where}:{body.count(chr(10), 0, v.start()) + 1}"
+    return None
+
+
+def _own_packaging(folder):
+    """(path, text, framework) of each packaging file in folder that names a framework itself."""
     for name in ("setup.py", "pyproject.toml"):
         path = Path(folder) / name
         if not path.is_file():
@@ -206,14 +229,8 @@ def _own_package(folder):
         except UserError:
             continue
         m = _OWN_NAME.search(text)
-        if not m:
-            continue
-        fw = ALIASES.get(m["name"].lower(), m["name"].lower())
-        for where, body in itertools.chain([(path, text)], _package_modules(folder, fw)):
-            v = _OWN_VERSION.search(body)
-            if v:
-                return fw, v["v"], f"{where}:{body.count(chr(10), 0, v.start()) + 1}"
-    return None
+        if m:
+            yield path, text, ALIASES.get(m["name"].lower(), m["name"].lower())
 
 
 def _package_modules(folder, fw):
@@ -231,11 +248,11 @@ def _package_modules(folder, fw):
 
 @functools.lru_cache(maxsize=256)
 def _folder_pins(folder):
-    """{framework: (version, 'file:line')} from the dependency files of one folder."""
+    """{framework: (version, 'file:line', specifier)} from the dependency files of one folder."""
     found = {}
     own = _own_package(folder)
     if own is not None:
-        found[own[0]] = (own[1], own[2])
+        found[own[0]] = (own[1], own[2], "==" + own[1])
     for pattern in PATTERNS:
         for path in sorted(Path(folder).glob(pattern)):
             if not path.is_file():
@@ -257,7 +274,7 @@ def _folder_pins(folder):
                     continue
                 version = resolve(fw, spec)
                 if version is not None:
-                    found[fw] = (version, where)
+                    found[fw] = (version, where, spec)
     return found
 
 
@@ -291,6 +308,10 @@ def _pip_requirements(path, text):
 
 def pinned(config_path, root=None):
     """{framework: (version, where)} pinned for a config file, nearest dependency file first."""
+    return {fw: (version, where) for fw, (version, where, _) in _pins(config_path, root).items()}
+
+
+def _pins(config_path, root):
     # A file that is no link lies in its folder: the walk is worked out once per folder.
     folder = _real(config_path).parent if os.path.islink(config_path) else os.path.dirname(os.path.abspath(config_path))
     out = {}
@@ -314,8 +335,27 @@ def _folders(folder, root):
     return tuple(os.fspath(f) for f in folders)
 
 
-def versions_for(config_path, explicit=None, root=None):
-    """{framework: version} for a config: --framework-version first, then the repo's pins."""
-    out = {fw: v for fw, (v, _) in pinned(config_path, root).items()}
+def versions_for(config_path, explicit=None, root=None, kind=None):
+    """{framework: version} for a config of format kind: --framework-version first, then the
+    repo's pins, a range read as the newest release the format's framework runs with."""
+    found = _pins(config_path, root)
+    out = {fw: v for fw, (v, _, _) in found.items()}
     out.update(explicit or {})
+    # A framework's config runs on the companion releases that framework's own requirements let
+    # in, not on whatever a repository's loose range reaches: llamafactory 0.9.5 requires
+    # transformers<=5.6.0 and refuses a newer one at start-up (extras/misc.py check_dependencies),
+    # so MiniCPM's `transformers>=4.36.2` beside a LLaMA-Factory YAML means 5.6.0 there, where
+    # warmup_ratio still exists, not 5.23.0, where it is gone. The format's schema records the
+    # companions pip installed with the release it was read from; they hold only for that release.
+    # The framework's own repository (LLaMA-Factory's pyproject, `transformers<=5.8.0` at a commit
+    # after 0.9.5) states its own requirements: those win.
+    name, release, companions = versions.companions(kind)
+    if name is None or out.get(name, release) != release:
+        return out
+    for fw, cap in companions.items():
+        if fw not in found or fw in (explicit or {}) or exact(found[fw][2]) is not None:
+            continue
+        origin = found[fw][1].rsplit(":", 1)[0]
+        if not any(own == name for _, _, own in _own_packaging(os.path.dirname(origin))):
+            out[fw] = resolve(fw, found[fw][2], cap) or out[fw]
     return out

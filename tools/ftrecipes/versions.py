@@ -183,6 +183,20 @@ def schema_version(schema, framework):
     return xf.get(framework)
 
 
+def companions(fmt):
+    """(framework, release, {other framework: release}) the format's schema was generated from
+    (llamafactory 0.9.5 with transformers 5.6.0), or (None, None, {}) for a format without one.
+    The companions are what pip installed beside that release: the newest its requirements let in."""
+    from .formats import FORMATS
+
+    spec = FORMATS.get(fmt)
+    xf = schemas.load_schema(spec.schema).get("x-framework") if spec is not None and spec.schema else None
+    if not isinstance(xf, dict) or not xf.get("name"):
+        return None, None, {}
+    known = set(known_frameworks())
+    return xf["name"], xf.get("version"), {k: v for k, v in xf.items() if k in known and k != xf["name"] and isinstance(v, str)}
+
+
 def judged_elsewhere(data, fmt, framework_versions, schema):
     """Top-level keys the format schema cannot judge at the user's framework version.
 

@@ -8,7 +8,7 @@ def config_versions(cfg, options):
     """The framework versions a config is judged at: --framework-version, then the repo's pins."""
     if getattr(cfg, "framework_versions", None) is not None:  # lint found them already
         return cfg.framework_versions
-    return pins.versions_for(cfg.path, options.framework_versions, getattr(cfg, "root", None))
+    return pins.versions_for(cfg.path, options.framework_versions, getattr(cfg, "root", None), cfg.kind)
 
 
 @rule("framework-version", ERROR, "a key of another framework version than the one you run")

@@ -42,7 +42,7 @@ def results(tool, scratch):
 def test_slice_is_large_and_varied():
     cases = slice_cases()
     assert len(cases) >= 150
-    assert {c.verb for c in cases} == {"list", "show", "render", "lint", "estimate", "regen"}
+    assert {c.verb for c in cases} >= {"list", "show", "render", "lint", "estimate", "regen"}
 
 
 @pytest.mark.parametrize("row", [*ROWS, "template code executed"])

@@ -641,6 +641,22 @@ def flag_cases():
     return out
 
 
+def plan_flag_cases():
+    """plan's numeric flags: the same bounds as estimate's (a count up to 2**31 - 1, a finite
+    amount of host RAM above 0), so nonsense is bad input, not a search that finds nothing."""
+    base = {"--model": "Qwen2.5-7B", "--method": "lora", "--gpus": "8xA100-80GB", "--seq-len": "2048", "--global-batch": "64"}
+    bad = {"host-ram-nan": ("--host-ram", "nan"), "host-ram-inf": ("--host-ram", "inf"), "host-ram-1e400": ("--host-ram", "1e400"),
+           "host-ram-huge": ("--host-ram", "9" * 20), "host-ram-negative": ("--host-ram", "-1"), "host-ram-zero": ("--host-ram", "0"),
+           "seq-huge": ("--seq-len", "9" * 20), "lora-rank-huge": ("--lora-rank", "9" * 20),
+           "image-slices-huge": ("--image-slices", "9" * 20), "top-huge": ("--top", "9" * 20)}
+    out = []
+    for fid, (flag, val) in bad.items():
+        args = {**base, flag: val}
+        out.append(Case(id=f"plan-flag/{fid}", verb="plan", args=tuple(x for kv in args.items() for x in kv),
+                        names=(flag.lstrip("-"),), why=f"plan {flag} {val[:20]}: not a usable setting, exit 2 naming {flag}"))
+    return out
+
+
 def ref_cases():
     """Paths that configs name: lint follows them, so they are input too."""
     acc = m.accelerate_yaml()
@@ -692,7 +708,8 @@ def misc_cases():
 
 def all_cases():
     out = (payload_cases() + semantic_cases() + valid_cases() + output_cases() + recipe_cases()
-           + name_cases() + flag_cases() + ref_cases() + misc_cases() + trainer_config_cases() + stream_cases())
+           + name_cases() + flag_cases() + ref_cases() + misc_cases() + trainer_config_cases() + stream_cases()
+           + plan_flag_cases())
     ids = [c.id for c in out]
     dupes = {i for i in ids if ids.count(i) > 1}
     assert not dupes, dupes

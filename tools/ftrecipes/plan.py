@@ -409,24 +409,27 @@ def main(a) -> int:
 
 
 def register(sub) -> None:
+    # the bounds estimate's flags have: a NaN host RAM crashed the search, -1 made it find nothing
+    from .memory.cli import amount, count
+
     p = sub.add_parser("plan", help="fastest setup that fits: search sharding, offload, batch and kernels",
                        description="Search ZeRO/FSDP/DDP, offload, checkpointing and micro batch for the fastest "
                                    "setup the memory model does not call oom.")
     p.add_argument("--model", required=True, help="catalog name or a HF config.json")
     p.add_argument("--method", required=True, choices=METHODS)
     p.add_argument("--gpus", required=True, help="GPUs per node, e.g. 8xA100-80GB")
-    p.add_argument("--nodes", type=int, default=1)
-    p.add_argument("--seq-len", type=int, required=True)
-    p.add_argument("--global-batch", type=int, required=True, help="sequences (DPO: pairs) per optimizer step")
-    p.add_argument("--host-ram", type=float, help="host RAM per node, GiB (offload candidates must fit it)")
+    p.add_argument("--nodes", type=count(1), default=1)
+    p.add_argument("--seq-len", type=count(1), required=True)
+    p.add_argument("--global-batch", type=count(1), required=True, help="sequences (DPO: pairs) per optimizer step")
+    p.add_argument("--host-ram", type=amount(0, 1e9), help="host RAM per node, GiB (offload candidates must fit it)")
     p.add_argument("--framework", choices=sorted(BACKENDS), default="trl")
     p.add_argument("--adapter", choices=["none", "lora", "qlora"], default="none",
                    help="train dpo/grpo through LoRA or QLoRA adapters (sft: use --method lora/qlora)")
-    p.add_argument("--lora-rank", type=int, default=16)
-    p.add_argument("--image-slices", type=int, default=0,
+    p.add_argument("--lora-rank", type=count(1), default=16)
+    p.add_argument("--image-slices", type=count(0), default=0,
                    help="vision-language models: image slices per sample through the vision tower")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--top", type=int, default=5)
+    p.add_argument("--top", type=count(1), default=5)
     p.add_argument("-o", "--output", metavar="DIR",
                    help="write the fastest candidate the recipe files can express as a recipe folder DIR")
     p.add_argument("--name", help="recipe name; with it the folder is DIR/NAME (default: DIR's own name)")

@@ -103,3 +103,19 @@ def test_the_cap_holds_only_for_the_release_it_was_read_with(tmp_path):
                                              'dependencies = ["transformers>=4.55.0,<=5.8.0,!=5.6.0"]\n')
     pins._folder_pins.cache_clear()
     assert pins.versions_for(yaml, kind="llamafactory")["transformers"] == "5.7.0"
+
+
+def test_a_removed_trainer_flag_names_the_release_that_refuses_it(tmp_path):
+    """FastChat pins `transformers>=4.31.0`; its scripts pass --evaluation_strategy, --warmup_ratio
+    and --fsdp_transformer_layer_cls_to_wrap to an HfArgumentParser script. All three are real
+    today, but the error said only "Renamed to eval_strategy", leaving the reader to guess which
+    release refuses it; and warmup_ratio was said to be "removed in transformers 5" though 5.0 to
+    5.14 still have it (deprecated), as the key history and versions.json say."""
+    repo = _copy(tmp_path / "fastchat", "lm-sys__FastChat", "pyproject.toml", "scripts/train_vicuna_7b.sh")
+    refuses = "transformers 5.23.0, the release in use, has no such field and HfArgumentParser refuses flags no dataclass defines"
+    assert [e.split(": ", 1)[1] for e in _errors(lint.run([str(repo)]))] == [
+        f"removed-trainer-flag --evaluation_strategy: Renamed to eval_strategy; {refuses}",
+        "removed-trainer-flag --warmup_ratio: Removed in transformers 5.15 (deprecated since 5.0): use warmup_steps "
+        f"with a float in [0, 1) for a ratio; {refuses}",
+        "removed-trainer-flag --fsdp_transformer_layer_cls_to_wrap: a TrainingArguments field up to transformers "
+        f"4.57.6, gone from 5.0.0 on; {refuses}"]

@@ -43,7 +43,7 @@ CURATED = {
 }
 # Keys common in older recipes that no longer exist (rejected with a pointer to the replacement).
 REMOVED = {
-    "warmup_ratio": "Removed in transformers 5: use warmup_steps with a float in [0, 1) for a ratio.",
+    "warmup_ratio": "Removed in transformers 5.15 (deprecated since 5.0): use warmup_steps with a float in [0, 1) for a ratio.",
     "overwrite_output_dir": "Removed in transformers 5 (the output directory is always reused).",
     "no_cuda": "Removed in transformers 5: use use_cpu.",
     "torch_dtype": "ModelConfig field is now dtype.",

@@ -39,9 +39,12 @@ def _at_version(name, why, version):
     TrainingArguments (schemas/key_history/transformers.json) can. A flag the release in use has
     is a warning (an upgrade breaks the script), as version-skew words it; a release older than
     every one read is a warning that says so; otherwise the flag fails at start-up: an error."""
-    error = (ERROR, f"--{name}: {why} (HfArgumentParser refuses flags no dataclass defines)")
-    why = why.rstrip(".")
     h = versions.key_history("transformers")
+    # Named because a loose range (FastChat's transformers>=4.31.0) hides which release refuses it.
+    shown = version or (str(h.newest) if h is not None else None)
+    why = why.rstrip(".")
+    error = (ERROR, f"--{name}: {why}; " + (f"transformers {shown}, the release in use, has no such field and " if shown else "")
+                    + "HfArgumentParser refuses flags no dataclass defines")
     if version is None or h is None:
         return error
     at = h.sample_for(version)

@@ -383,6 +383,14 @@ def test_estimate_usage_errors_are_one_line():
     assert "unknown model" in one_line(estimate("--model", "No-Such-Model-7B"))
 
 
+def test_estimate_config_naming_no_model_names_the_file(tmp_path):
+    # an accelerate file alone says how to launch, not what to train: the line names it and the flag
+    acc = tmp_path / "accelerate.yaml"
+    acc.write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nnum_processes: 8\n")
+    line = one_line(estimate("--config", acc))
+    assert line.startswith(f"ftrecipes: error: {acc}: names no model") and "--model" in line, line
+
+
 def test_estimate_svg_into_a_missing_folder(tmp_path):
     line = one_line(estimate("--model", "Llama-3-8B", "--svg", tmp_path / "no" / "chart.svg"))
     assert "cannot write" in line or "does not exist" in line, line

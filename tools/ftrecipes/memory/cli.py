@@ -161,6 +161,10 @@ def main(args) -> int:
     try:
         s, assumed = setup_from_args(args)
         if not (s.model or s.params):
+            if args.config:  # the files were read and none named a model: say which, and how to go on
+                others = f" (nor do {', '.join(args.config[1:])})" if len(args.config) > 1 else ""
+                raise UserError(f"names no model{others}, and no file it refers to does; "
+                                "pass --model NAME|config.json or --params N", path=args.config[0])
             raise UserError("estimate needs a recipe name, or --model NAME|config.json or --params N "
                             "(or a config file naming a known model)")
         return _estimate(args, s, assumed)

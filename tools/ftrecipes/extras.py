@@ -14,6 +14,7 @@ ModelConfig))` where their own subclasses add fields (`dataset_mixture`, `chat_t
 import ast
 import functools
 import itertools
+import os
 import re
 from pathlib import Path
 
@@ -27,8 +28,10 @@ def load(paths):
     """{kind: {key: class name}} from the declaration files."""
     out = {}
     for path in paths:
-        text = sources.read_text(path, max_bytes=MAX_BYTES)
-        found = _from_python(text, path) if str(path).endswith(".py") else _from_declaration(text, path)
+        if str(path).endswith(".py"):
+            found = _python_keys(str(path), _stamp(path))
+        else:
+            found = _from_declaration(sources.read_text(path, max_bytes=MAX_BYTES), path)
         for kind, keys in found.items():
             out.setdefault(kind, {}).update(keys)
     return out
@@ -107,13 +110,35 @@ def _scripts(root):
     return [Path(path) for path, text in texts if call.search(text) or _PARSER_IDIOM.search(text)]
 
 
+def _stamp(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+# A repository's launch scripts run the same few entry points, which import the same modules:
+# verl's 197 scripts parsed 12,000 modules for 205 entry points (three minutes for a folder walk).
+# Each module is read once per content (path, mtime, size); the answers are small.
+@functools.lru_cache(maxsize=8192)
+def _python_keys(path, stamp):
+    return _from_python(sources.read_text(path, max_bytes=MAX_BYTES), path)
+
+
 def _local_imports(script, bases):
     """The files of the modules script imports that lie under one of bases (absolute imports) or
     beside it (relative ones)."""
+    return list(_imports_of(str(script), tuple(map(str, bases)), _stamp(script)))
+
+
+@functools.lru_cache(maxsize=8192)
+def _imports_of(script, bases, stamp):
+    script, bases = Path(script), [Path(b) for b in bases]
     try:
         tree = ast.parse(sources.read_text(script, max_bytes=MAX_BYTES), filename=str(script))
     except (SyntaxError, UserError):
-        return []
+        return ()
     names = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
@@ -130,7 +155,7 @@ def _local_imports(script, bases):
             for candidate in (b / rel.with_suffix(".py"), b / rel / "__init__.py"):
                 if candidate.is_file() and candidate not in found:
                     found.append(candidate)
-    return found
+    return tuple(found)
 
 
 def _from_python(text, path):

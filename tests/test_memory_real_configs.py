@@ -90,3 +90,55 @@ def test_llamafactorys_reward_model_stage_batches_both_sequences_of_each_pair(ru
         phases = estimate_json(run_cli, "--config", str(path))["phases"]
         return next(p for p in phases if p["name"] == "setup")["by_category"]["params"]
     assert setup_params(full_rm) == setup_params(full_sft)
+
+
+# A TRL trainer script takes its flags into the same dataclasses as a TRL YAML: TrlParser over
+# (ScriptArguments, <X>Config, ModelConfig) in trl/scripts/<command>.py (trl 1.16.0), which the
+# `trl <command>` CLI runs. TRL's documentation launches them with flags alone; they were read as
+# plain TrainingArguments (method sft for DPO, no LoRA for --use_peft, TrainingArguments' defaults).
+_TRL_SCRIPT = """from trl import DPOConfig, ModelConfig, ScriptArguments, TrlParser
+# SFTConfig is mentioned in a comment only
+def main():
+    dataclass_types = (ScriptArguments, DPOConfig, ModelConfig)
+    parser = TrlParser(dataclass_types)
+"""
+_DPO_FLAGS = (" --model_name_or_path Qwen/Qwen2.5-7B-Instruct --per_device_train_batch_size 2"
+              " --gradient_accumulation_steps 8 --max_length 2048 --use_peft true --lora_r 32 --bf16\n")
+
+
+def test_a_trl_script_launched_with_flags_is_read_as_its_trainer(run_cli, tmp_path):
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "dpo.py").write_text(_TRL_SCRIPT)
+    (tmp_path / "run.sh").write_text("accelerate launch --num_processes 8 scripts/dpo.py" + _DPO_FLAGS)
+    s = setup_of(run_cli, "--config", str(tmp_path / "run.sh"))
+    assert (s["method"], s["trainer"], s["lora_rank"], s["lora_dropout"]) == ("dpo", "trl", 32, 0.05)
+    assert (s["seq_len"], s["micro_batch"], s["grad_accum"], s["gpus"], s["precision"]) == (2048, 2, 8, 8, "bf16")
+    # TRL 1.x configs turn gradient checkpointing on by default, TrainingArguments does not
+    assert s["gradient_checkpointing"] is True
+
+
+def test_trl_commands_and_trl_checkout_paths_name_their_trainer(run_cli, tmp_path):
+    (tmp_path / "cli.sh").write_text("trl sft --model_name_or_path Qwen/Qwen2.5-0.5B --max_length 4096"
+                                     " --per_device_train_batch_size 4 --use_peft True --load_in_4bit yes\n")
+    s = setup_of(run_cli, "--config", str(tmp_path / "cli.sh"))
+    assert (s["method"], s["trainer"], s["seq_len"], s["micro_batch"]) == ("sft", "trl", 4096, 4)
+    # HfArgumentParser's spellings of a boolean (string_to_bool); ModelConfig's lora_r defaults to 16
+    assert (s["lora_rank"], s["quantization"]) == (16, "4bit")
+    # the path of TRL's own script names the command even without a TRL checkout at hand
+    (tmp_path / "doc.sh").write_text("accelerate launch trl/scripts/dpo.py" + _DPO_FLAGS)
+    assert setup_of(run_cli, "--config", str(tmp_path / "doc.sh"))["method"] == "dpo"
+
+
+def test_a_trl_trainer_the_model_lacks_is_refused_with_its_line(run_cli, tmp_path):
+    (tmp_path / "kto.sh").write_text("# KTO\naccelerate launch trl/scripts/kto.py --model_name_or_path Qwen/Qwen2.5-0.5B\n")
+    code, out, err = run_cli("estimate", "--config", str(tmp_path / "kto.sh"), "--gpu", "A100-80GB")
+    assert code == 2 and "kto.sh:2" in err and "KTOConfig" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_trainer_script_without_a_trl_config_keeps_trainingarguments_reading(run_cli, tmp_path):
+    (tmp_path / "train.py").write_text("from transformers import HfArgumentParser, TrainingArguments\n"
+                                       "parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))\n")
+    (tmp_path / "run.sh").write_text("torchrun --nproc_per_node 4 train.py --model_name_or_path Qwen/Qwen2.5-7B"
+                                     " --per_device_train_batch_size 2 --model_max_length 1024 --bf16 True\n")
+    s = setup_of(run_cli, "--config", str(tmp_path / "run.sh"))
+    assert (s["method"], s["trainer"], s["seq_len"], s["gpus"], s["gradient_checkpointing"]) == ("sft", "", 1024, 4, False)

@@ -15,8 +15,10 @@ config's FSDP) > Setup's defaults.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import fields
 
+from .. import sources
 from ..errors import UserError, clip
 from .inputs import DEEPSPEED_FIELDS, check_fields
 from . import catalog, trl_head
@@ -53,6 +55,7 @@ MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "l
 
 
 _MAX_INT = 2**31 - 1  # the largest count the CLI's own flags take
+MAX_SCRIPT_BYTES = 1024 * 1024  # a launched script read for its argument parser
 
 
 class _File:
@@ -307,13 +310,14 @@ def from_llamafactory(f: _File) -> dict:
     return out
 
 
-def from_trl(f: _File) -> dict:
+def from_trl(f: _File, method: str | None = None) -> dict:
     """TRL's SFTConfig / DPOConfig / GRPOConfig + ModelConfig (trl 1.x: gradient checkpointing on
-    by default, max_length 1024 for SFT and DPO, max_completion_length 512 for GRPO)."""
+    by default, max_length 1024 for SFT and DPO, max_completion_length 512 for GRPO). method: the
+    trainer a launch names (its script's config class); a YAML alone is known by its keys."""
     keys = set(f.data)
-    method = "grpo" if keys & {"num_generations", "reward_funcs", "use_vllm"} else (
+    method = method or ("grpo" if keys & {"num_generations", "reward_funcs", "use_vllm"} else (
         "dpo" if keys & {"beta", "max_prompt_length", "rpo_alpha", "ref_model_init_kwargs"} and "dataset_text_field" not in keys
-        else "sft")
+        else "sft"))
     if method == "grpo":
         # prompt + completion; TRL 1.x has no max_prompt_length, and a vLLM engine caps the total
         # at vllm_max_model_length
@@ -572,7 +576,53 @@ def _true(v) -> bool:
     return v is True or str(v).lower() in ("true", "1", "yes")
 
 
-def from_launch(cfg) -> dict:
+# TRL's trainer configs, by the `trl` CLI command that runs each (trl/cli.py runs
+# trl/scripts/<command>.py) and the method the memory model gives it (None: not modelled)
+_TRL_CONFIGS = {"SFTConfig": "sft", "DPOConfig": "dpo", "GRPOConfig": "grpo", "KTOConfig": None, "RewardConfig": None,
+                "RLOOConfig": None, "ORPOConfig": None, "CPOConfig": None, "PPOConfig": None, "OnlineDPOConfig": None,
+                "BCOConfig": None, "GKDConfig": None, "PRMConfig": None, "XPOConfig": None, "NashMDConfig": None}
+_TRL_COMMANDS = {"sft": "SFTConfig", "dpo": "DPOConfig", "grpo": "GRPOConfig", "kto": "KTOConfig",
+                 "reward": "RewardConfig", "rloo": "RLOOConfig"}
+_PARSER_CALL = re.compile(r"\b(?:TrlParser|HfArgumentParser)\s*\(")
+_PARSER_TUPLE = re.compile(r"\b(?:TrlParser|HfArgumentParser)\s*\(\s*\(([^)]*)\)")
+
+
+def _trl_config_of(cfg, cmd, script) -> str | None:
+    """The TRL trainer config a launch runs: `trl <command>`, or a script whose TrlParser /
+    HfArgumentParser tuple names one (TRL's examples/scripts and trl/scripts, and scripts written
+    after them). Such flags fill the same dataclasses as a TRL YAML, so they are read as one."""
+    import os
+
+    words = cmd.words
+    if script is None:
+        at = next((i for i, w in enumerate(words) if os.path.basename(w) == "trl"), None)
+        return _TRL_COMMANDS.get(words[at + 1]) if at is not None and at + 1 < len(words) else None
+    for base in (cfg.root, os.path.dirname(str(cfg.path)), ""):
+        path = os.path.join(base or "", words[script])
+        if base is not None and os.path.isfile(path):
+            break
+    else:
+        # TRL's documentation launches its scripts from a checkout of TRL (accelerate launch
+        # trl/scripts/dpo.py ...): the path names the command even where no such file is at hand
+        parts = words[script].replace("\\", "/").split("/")
+        return _TRL_COMMANDS.get(parts[-1][:-3]) if parts[-3:-1] == ["trl", "scripts"] else None
+    try:
+        text = sources.read_text(path, max_bytes=MAX_SCRIPT_BYTES)
+    except UserError:
+        return None  # an unreadable script says nothing about its trainer; the flags are read as TrainingArguments'
+    for group in _PARSER_TUPLE.findall(text):
+        hit = next((n for n in re.findall(r"\w+", group) if n in _TRL_CONFIGS), None)
+        if hit:
+            return hit
+    if not _PARSER_CALL.search(text):
+        return None
+    # the tuple built beforehand (trl/scripts/dpo.py: dataclass_types = (ScriptArguments, DPOConfig, ...)):
+    # the one trainer config the script names, if it names one
+    named = {n for n in re.findall(r"\b\w+Config\b", re.sub(r"#[^\n]*", "", text)) if n in _TRL_CONFIGS}
+    return named.pop() if len(named) == 1 else None
+
+
+def from_launch(cfg, versions=None) -> dict:
     """A torchrun / deepspeed / accelerate launch of a Hugging Face Trainer script: its
     TrainingArguments flags (per_device_train_batch_size, gradient_checkpointing, bf16, optim)
     and the flags QwenLM/Qwen's and OpenBMB/MiniCPM-V's finetune.py add (model_max_length,
@@ -581,9 +631,15 @@ def from_launch(cfg) -> dict:
     from ..shellcmd import Command, flags_after
 
     flags: dict = {}
+    trl_config, trl_line = None, 0
     for cmd in cfg.commands:
         # the script's command line, or a bash array of its arguments (ARGS=( --flag value ... ))
         script = next((j for j, w in enumerate(cmd.words) if w.endswith(".py")), None)
+        found = _trl_config_of(cfg, cmd, script)
+        if found:
+            trl_config, trl_line = found, cmd.line
+            if script is None:  # `trl sft --flags`: the command's own flags
+                flags.update(flags_after(cmd, 0)[0])
         if script is not None:
             # the script ends the launcher's flags: `torchrun --nproc_per_node 2 finetune.py` gives
             # nproc_per_node the one word 2, not [2, finetune.py]
@@ -606,6 +662,8 @@ def from_launch(cfg) -> dict:
         f = _File(cfg, {k: v for k, (v, _line) in flags.items() if k not in unset}, lines)
         if unset:
             out["_unresolved"] = _unresolved(f, unset)
+        if trl_config:
+            return {**out, **_trl_launch(cfg, f, trl_config, trl_line, versions)}
         for key in ("zero_stage", "offload"):
             if key in flags:
                 # a training script that builds its own DeepSpeed config from flags (DeepSpeed-Chat's
@@ -627,6 +685,22 @@ def from_launch(cfg) -> dict:
         if slices:
             out["image_slices"] = slices + 1  # the slices plus the downscaled overview image
         out["_unknown_model"] = f.unknown_model
+    return out
+
+
+def _trl_launch(cfg, f: _File, config: str, line: int, versions) -> dict:
+    """A launch of a TRL trainer script: its flags read as the TRL YAML they stand for, with
+    HfArgumentParser's boolean spellings (`--use_peft true`) and the launcher's process counts."""
+    method = _TRL_CONFIGS[config]
+    if method is None:
+        raise UserError(f"not expressible in the memory model: TRL's {config} trainer (sft, dpo and grpo are modelled)",
+                        path=cfg.path, line=line)
+    spelled = {k: (str(v).lower() in ("true", "yes")) if str(v).lower() in ("true", "yes", "false", "no") else v
+               for k, v in f.data.items()}
+    g = _File(cfg, spelled, {k: f.lines.get(k) for k in spelled}, versions=versions)
+    procs, nodes = f.int("nproc_per_node", "num_gpus", "num_processes", minimum=1), f.int("nnodes", "num_machines", minimum=1)
+    out = from_trl(g, method)
+    out.update(gpus=procs * (nodes or 1) if procs else None, nodes=nodes, _unknown_model=g.unknown_model)
     return out
 
 
@@ -686,7 +760,7 @@ def read(paths_or_configs, framework_versions=None) -> tuple[dict, dict]:
             kinds.add(cfg.kind)
             out.update({k: v for k, v in found.items() if v is not None})
         elif cfg.kind == "launch":
-            found = from_launch(cfg)
+            found = from_launch(cfg, {"trl": trl} if trl else None)
             unknown = unknown or found.pop("_unknown_model", None)
             if "_unresolved" in found:
                 found["_unresolved"] = {**out.get("_unresolved", {}), **found["_unresolved"]}

@@ -383,6 +383,14 @@ def test_estimate_usage_errors_are_one_line():
     assert "unknown model" in one_line(estimate("--model", "No-Such-Model-7B"))
 
 
+@pytest.mark.parametrize("item, key", [("trainer=abc", "trainer"), ("load_dtype=abc", "load_dtype"),
+                                       ("trl_version=abc", "trl_version")])
+def test_estimate_set_refuses_values_the_model_would_ignore(item, key):
+    # accepted without a word before: a trainer or dtype the model has no rule for changed nothing
+    line = one_line(estimate("--model", "Qwen2.5-7B", "--set", item))
+    assert key in line and "'abc'" in line, line
+
+
 def test_estimate_config_naming_no_model_names_the_file(tmp_path):
     # an accelerate file alone says how to launch, not what to train: the line names it and the flag
     acc = tmp_path / "accelerate.yaml"

@@ -235,6 +235,9 @@ FRAMEWORKS = ("deepspeed", "ddp", "fsdp", "fsdp2", "torch")
 # under DeepSpeed the optimizer DeepSpeed builds from its config (updates in place).
 ADAM_IMPLS = ("auto", "foreach", "fused", "single")
 QUANTIZATIONS = ("none", "4bit", "8bit")
+# whose quirks the model knows ("": none in particular; hf: a script on the plain HF Trainer,
+# swift: ms-swift, deepspeed: a script driving DeepSpeed itself); another name would be ignored
+TRAINERS = ("", "hf", "trl", "llamafactory", "openrlhf", "accelerate", "axolotl", "torchtune", "swift", "deepspeed")
 
 
 def check_expressed(s) -> list[str]:
@@ -243,9 +246,10 @@ def check_expressed(s) -> list[str]:
     from .activations import LOSS_KERNELS
 
     for name, allowed in (("framework", FRAMEWORKS), ("quantization", QUANTIZATIONS), ("adam_impl", ADAM_IMPLS),
-                          ("optimizer", OPTIMIZERS), ("loss_kernel", LOSS_KERNELS)):
+                          ("optimizer", OPTIMIZERS), ("loss_kernel", LOSS_KERNELS), ("trainer", TRAINERS),
+                          ("load_dtype", ("",) + tuple(_DTYPE_BYTES))):
         if getattr(s, name) not in allowed:
-            raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(s, name)!r}")
+            raise ValueError(f"{name} must be one of {', '.join(a or repr(a) for a in allowed)}, got {getattr(s, name)!r}")
     if s.image_slices < 0:
         raise ValueError(f"image_slices must be >= 0, got {s.image_slices}")
     if isinstance(s.lora_dropout, bool) or not isinstance(s.lora_dropout, (int, float)) \
@@ -266,7 +270,8 @@ def check_expressed(s) -> list[str]:
         raise ValueError(f"mixed_precision must be one of no, bf16, fp16, got {s.mixed_precision!r}")
     from ..pep440 import parse
 
-    for name in ("accelerate_version", "transformers_version", "torchao_version", "bitsandbytes_version"):
+    for name in ("accelerate_version", "transformers_version", "torchao_version", "bitsandbytes_version", "trl_version",
+                 "deepspeed_version"):
         if getattr(s, name):
             try:
                 parse(getattr(s, name))

@@ -516,6 +516,41 @@ def test_a_name_that_only_resembles_a_catalog_model_is_unknown():
             model(hub_id)
 
 
+def _hf(tmp_path, cfg):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+def test_a_two_matrix_mlp_decoder_is_counted_as_one(tmp_path):
+    """bigscience/bloom-7b1's config.json (n_layer, n_head, no intermediate_size): BloomMLP has
+    dense_h_to_4h and dense_4h_to_h, no gate, and ALiBi instead of position embeddings. Read as
+    Llama's gated MLP it counted 9.08B parameters; the checkpoint holds 7,069,016,064 (the
+    embedding LayerNorm's 8,192 are not counted here)."""
+    bloom = model(_hf(tmp_path, {"model_type": "bloom", "hidden_size": 4096, "n_layer": 30, "n_head": 32,
+                                 "vocab_size": 250880, "tie_word_embeddings": True}))
+    assert abs(bloom.param_count() - 7_069_016_064) < 10_000
+
+
+def test_chatglm_names_and_grouped_kv_heads_are_read(tmp_path):
+    """THUDM/glm-4-9b-chat's config.json names its counts num_layers, ffn_hidden_size (the fused
+    gate and up projection's half) and multi_query_group_num (with multi_query_attention on);
+    9,399,951,360 is the sum worked out by hand from those counts (untied head, q/k/v bias)."""
+    glm = model(_hf(tmp_path, {"model_type": "chatglm", "hidden_size": 4096, "num_layers": 40,
+                               "num_attention_heads": 32, "ffn_hidden_size": 13696, "multi_query_attention": True,
+                               "multi_query_group_num": 2, "kv_channels": 128, "padded_vocab_size": 151552,
+                               "vocab_size": 151552, "add_qkv_bias": True, "attention_bias": True}))
+    assert (glm.num_hidden_layers, glm.intermediate_size, glm.num_key_value_heads) == (40, 13696, 2)
+    assert glm.param_count() == 9_399_951_360
+
+
+def test_a_mixture_of_experts_config_is_refused_at_its_key(tmp_path):
+    cfg = {"model_type": "mixtral", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000, "num_local_experts": 8}
+    with pytest.raises(UserError, match="num_local_experts.*mixture-of-experts"):
+        model(_hf(tmp_path, cfg))
+
+
 def test_an_unknown_model_is_one_short_line_with_the_closest_names():
     # the whole catalog (about 100 names) used to follow "known:", which made the line unreadable
     with pytest.raises(KeyError) as e:

@@ -14,6 +14,16 @@ from ..errors import UserError, clip
 
 GiB = 1024 ** 3
 GB = 1000 ** 3
+# HF model types whose decoder MLP is two matrices (up, activation, down) with LayerNorms, as
+# GPT-2's (their modeling_*.py: BloomMLP dense_h_to_4h / dense_4h_to_h, GPTNeoXMLP, OPT fc1/fc2,
+# FalconMLP, PhiMLP fc1/fc2, Starcoder2MLP c_fc/c_proj); every other decoder is read as Llama's
+# gated three-matrix MLP. Of these only GPT-2, GPT-Neo, GPTBigCode and OPT learn position embeddings.
+NON_GATED_MLP = frozenset({"gpt2", "gpt_bigcode", "gpt_neo", "gpt_neox", "gptj", "bloom", "opt", "falcon", "phi",
+                           "starcoder2", "codegen"})
+LEARNED_POSITIONS = frozenset({"gpt2", "gpt_bigcode", "gpt_neo", "opt"})
+# config.json keys that make a model a mixture of experts (Mixtral num_local_experts, Qwen2-MoE /
+# Qwen3-MoE num_experts, DeepSeek-V2/V3 n_routed_experts), which the memory model does not express
+MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 
 
 @dataclass(frozen=True)
@@ -165,9 +175,8 @@ class ModelShape:
 
     @property
     def gpt2(self) -> bool:
-        """A GPT-2-style block: LayerNorms with bias, fused QKV, a plain GeLU MLP (no gate),
-        learned position embeddings."""
-        return self.model_type == "gpt2"
+        """A GPT-2-style block: LayerNorms with bias, fused QKV, a plain GeLU MLP (no gate)."""
+        return self.model_type in NON_GATED_MLP
 
     def linear_shapes(self) -> dict[str, tuple[int, int]]:
         """(in, out) of each linear layer in one decoder layer, by HF module name."""
@@ -202,8 +211,9 @@ class ModelShape:
         emb = self.vocab_size * self.hidden_size
         head = 0 if self.tie_word_embeddings else emb
         if self.gpt2:
-            # learned position embeddings; the final LayerNorm has a bias
-            positions = self.hf_config.get("max_position_embeddings", 1024) * self.hidden_size
+            # learned position embeddings (not with ALiBi or rotary); the final LayerNorm has a bias
+            learned = self.model_type in LEARNED_POSITIONS
+            positions = learned * (self.hf_config.get("max_position_embeddings") or 1024) * self.hidden_size
             return emb + head + positions + self.num_hidden_layers * self.layer_params() + 2 * self.hidden_size
         return emb + head + self.num_hidden_layers * self.layer_params() + self.hidden_size
 
@@ -433,8 +443,13 @@ def _unknown_model(name_or_path: str, key: str) -> str:
 
 # HF config.json fields the shape is built from: where (under the language model's config)
 # and alternative names (GPT-2 style); counts must be positive integers.
-_HF_COUNTS = (("hidden_size",), ("vocab_size",), ("num_hidden_layers", "n_layer"), ("num_attention_heads", "n_head"))
-_HF_OPTIONAL_COUNTS = ("intermediate_size", "num_key_value_heads", "head_dim", "max_position_embeddings")
+# Other names the same counts go by: GPT-2/BLOOM n_layer/n_head/n_inner, OPT ffn_dim, ChatGLM/GLM-4
+# num_layers/ffn_hidden_size/multi_query_group_num, Falcon num_kv_heads
+_HF_COUNTS = (("hidden_size",), ("vocab_size",), ("num_hidden_layers", "n_layer", "num_layers"),
+              ("num_attention_heads", "n_head"))
+_HF_OPTIONAL_COUNTS = (("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"),
+                       ("num_key_value_heads", "num_kv_heads", "multi_query_group_num"), ("head_dim",),
+                       ("max_position_embeddings",))
 _HF_FLAGS = ("tie_word_embeddings", "attention_bias")
 _MAX_DIM = 2**31 - 1  # a tensor dimension
 
@@ -475,10 +490,10 @@ def _check_hf_config(cfg, name, doc):
         fail(prefix, "must be a mapping (the language model's config)")
     if not isinstance(text.get("model_type", cfg.get("model_type", "llama")), str):
         fail(prefix + ("model_type",), "must be a string")
-    for names in _HF_COUNTS + tuple((k,) for k in _HF_OPTIONAL_COUNTS):
+    for names in _HF_COUNTS + _HF_OPTIONAL_COUNTS:
         present = [k for k in names if text.get(k) is not None]
         if not present:
-            if names[0] not in _HF_OPTIONAL_COUNTS:
+            if names not in _HF_OPTIONAL_COUNTS:
                 fail(prefix, f"missing {' or '.join(names)} (needed for the memory estimate)")
             continue
         problem = _count_problem(text[present[0]])
@@ -487,6 +502,13 @@ def _check_hf_config(cfg, name, doc):
     for flag in _HF_FLAGS:
         if text.get(flag) is not None and not isinstance(text[flag], bool):
             fail(prefix + (flag,), f"must be true or false, not {clip(repr(text[flag]))}")
+    for key in MOE_KEYS:
+        if isinstance(text.get(key), int) and not isinstance(text[key], bool) and text[key] > 1:
+            fail(prefix + (key,), "a mixture-of-experts model: its experts' memory is not modelled")
+
+
+def _first(cfg, names):
+    return next((cfg[k] for k in names if cfg.get(k) is not None), None)
 
 
 def shape_from_hf_config(cfg: dict, name: str = "config.json", doc=None) -> ModelShape:
@@ -496,13 +518,16 @@ def shape_from_hf_config(cfg: dict, name: str = "config.json", doc=None) -> Mode
     mtype = text.get("model_type") or cfg.get("model_type") or "llama"
     h = text["hidden_size"]
     heads = text.get("num_attention_heads") or text.get("n_head")
-    inter = text.get("intermediate_size") or 4 * h
+    inter = _first(text, _HF_OPTIONAL_COUNTS[0]) or 4 * h
     if mtype == "qwen":  # Qwen v1 halves it, see the catalog entry above
         inter //= 2
+    # ChatGLM's groups count only with multi_query_attention on; Falcon-7B's multi_query is one K/V head
+    grouped = text.get("multi_query_group_num") if text.get("multi_query_attention") is True else None
+    kv = text.get("num_key_value_heads") or text.get("num_kv_heads") or grouped or (
+        1 if text.get("multi_query") is True else heads)
     return ModelShape(
-        name=name, hidden_size=h, intermediate_size=inter,
-        num_hidden_layers=text.get("num_hidden_layers") or text.get("n_layer"),
-        num_attention_heads=heads, num_key_value_heads=text.get("num_key_value_heads") or heads,
+        name=name, hidden_size=h, intermediate_size=inter, num_hidden_layers=_first(text, _HF_COUNTS[2]),
+        num_attention_heads=heads, num_key_value_heads=kv,
         vocab_size=text["vocab_size"], tie_word_embeddings=bool(text.get("tie_word_embeddings", False)),
         qkv_bias=bool(text.get("attention_bias", mtype in ("qwen2", "qwen"))), model_type=mtype,
         hf_config=dict(text),

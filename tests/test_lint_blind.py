@@ -144,3 +144,22 @@ def test_each_module_an_entry_point_imports_is_read_once(tmp_path, monkeypatch):
     assert _errors(lint.run([str(tmp_path)])) == []
     assert sorted(set(parsed)) == sorted(str(tmp_path / "pkg" / f) for f in ("configs.py", "train.py"))
     assert len(parsed) <= 4, parsed  # each module: once for its imports, once for its fields
+
+
+ACTIONFORMER = "InternVideo1/Downstream/Temporal-Action-Localization"
+
+
+def test_a_yaml_a_command_passes_as_a_bare_word_is_judged_by_its_content(tmp_path):
+    """InternVideo's `python -u ./train_eval.py ./configs/anet.yaml` passes ActionFormer's own
+    config, which does not parse (a missing comma inside a flow mapping) and names no key of a
+    format lint checks. Reached through the script, it was an unusable-input error that made the
+    whole-tree walk exit 2; the walk alone skips such a file. A bare word says nothing about who
+    reads the file, so it is judged as a walk judges it; a file a flag such as --deepspeed names
+    is still reported."""
+    repo = _copy(tmp_path / "iv", "OpenGVLab__InternVideo", f"{ACTIONFORMER}/anet_run.sh", f"{ACTIONFORMER}/configs/anet.yaml")
+    result = lint.run([str(repo)])
+    assert result.unusable == [] and _errors(result) == []
+    assert [str(e) for e in lint.run([str(repo / ACTIONFORMER / "anet_run.sh")]).unusable] == []
+    flagged = repo / ACTIONFORMER / "ds_run.sh"
+    flagged.write_text("deepspeed train_eval.py --deepspeed ./configs/anet.yaml\n")
+    assert len(lint.run([str(flagged)]).unusable) == 1

@@ -165,6 +165,13 @@ def launch_root(path, root=None):
 
 def _named_files(cfg):
     """The names of the files this config points at, as written."""
+    yield from _declared_names(cfg)
+    for cmd in cfg.commands:
+        yield from _positional_names(cmd)
+
+
+def _declared_names(cfg):
+    """The names a config key or a config flag (--deepspeed, --config_file) gives."""
     fmt = formats.FORMATS.get(cfg.kind)
     for at in fmt.references if fmt else ():
         node = cfg.data
@@ -176,9 +183,11 @@ def _named_files(cfg):
         for k, (v, _) in flags.items():
             if k in CONFIG_FLAGS and isinstance(v, str):
                 yield v
-        for w in cmd.words[1:]:
-            if w.endswith((".yaml", ".yml", ".json")) and not w.startswith("-"):
-                yield w
+
+
+def _positional_names(cmd):
+    """The config-looking words of a command, flag values among them."""
+    return [w for w in cmd.words[1:] if w.endswith((".yaml", ".yml", ".json")) and not w.startswith("-")]
 
 
 def resolve(cfg, name):
@@ -201,6 +210,14 @@ def references(cfg):
         if p and p not in out:
             out.append(p)
     return out
+
+
+def _undeclared(cfg, refs):
+    """The references that only a bare word of a command names (`python train_eval.py
+    configs/anet.yaml`), not a config key or a flag such as --deepspeed: the program may read any
+    YAML, so whether the file is ours is for its content to say, as for a file a walk finds."""
+    declared = {resolve(cfg, name) for name in _declared_names(cfg)}
+    return {r for r in refs if r not in declared}
 
 
 # `accelerate launch` flags that also are config-file keys: on the command line they win.
@@ -403,8 +420,10 @@ def run(targets, kind=None, options=None, ignore=(), skip_unknown=False, root=No
         cfg.root = launch_root(path, root or walk_top(path, top))
         configs.append(cfg)
         # Files a config names are part of its setup even when outside the targets.
-        for ref in references(cfg):
-            add(ref, False, top=top)
+        refs = references(cfg)
+        loose = _undeclared(cfg, refs)
+        for ref in refs:
+            add(ref, False, walked=ref in loose, top=top)
 
     for path, explicit, top in discover(targets, ignore):
         add(path, explicit and not skip_unknown, kind, walked=not explicit, top=top)

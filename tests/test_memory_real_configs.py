@@ -142,3 +142,36 @@ def test_a_trainer_script_without_a_trl_config_keeps_trainingarguments_reading(r
                                      " --per_device_train_batch_size 2 --model_max_length 1024 --bf16 True\n")
     s = setup_of(run_cli, "--config", str(tmp_path / "run.sh"))
     assert (s["method"], s["trainer"], s["seq_len"], s["gpus"], s["gradient_checkpointing"]) == ("sft", "", 1024, 4, False)
+
+
+def setup_params(run_cli, path, *args):
+    """The weights' bytes per GPU when the model is set up (a reference copy adds its own)."""
+    phases = estimate_json(run_cli, "--config", str(path), *args)["phases"]
+    return next(p for p in phases if p["name"] == "setup")["by_category"]["params"]
+
+
+def test_simpo_cpo_and_orpo_keep_no_reference_model(run_cli, tmp_path):
+    """SimPO's SimPOTrainer, TRL's CPOTrainer / ORPOTrainer and LLaMA-Factory's pref_loss orpo /
+    simpo (use_ref_model false) train pairs from the policy's log-probs alone. Their files were
+    read as DPO with a frozen reference copy of the weights and a reference forward."""
+    simpo = FOREIGN / "princeton-nlp__SimPO" / "training_configs" / "llama-3-8b-instruct-simpo.yaml"
+    dpo = tmp_path / "dpo.yaml"  # the same file without SimPOConfig's own key is a DPOConfig
+    dpo.write_text(simpo.read_text().replace("gamma_beta_ratio: 0.55\n", ""))
+    s = setup_of(run_cli, "--config", str(simpo))
+    assert (s["method"], s["dpo_reference"], s["seq_len"], s["micro_batch"]) == ("dpo", "precomputed", 2048, 2)
+    assert setup_of(run_cli, "--config", str(dpo))["dpo_reference"] == "auto"
+    # the weights load in fp32 (torch_dtype null); DPO's reference copy is a 16-bit one beside them
+    assert setup_params(run_cli, dpo) == 1.5 * setup_params(run_cli, simpo)
+    lf = "model_name_or_path: Qwen/Qwen2.5-7B\nstage: dpo\ndo_train: true\nfinetuning_type: full\nbf16: true\n"
+    for loss, ref in (("orpo", "precomputed"), ("simpo", "precomputed"), ("sigmoid", "auto")):
+        (tmp_path / f"{loss}.yaml").write_text(lf + f"pref_loss: {loss}\n")
+        assert setup_of(run_cli, "--config", str(tmp_path / f"{loss}.yaml"))["dpo_reference"] == ref
+    # TRL's examples/scripts/cpo.py parses (ScriptArguments, CPOConfig, ModelConfig); it was refused
+    run = tmp_path / "cpo.sh"
+    run.write_text(f"accelerate launch {FOREIGN / 'huggingface__trl' / 'examples' / 'scripts' / 'cpo.py'}"
+                   " --model_name_or_path Qwen/Qwen2-0.5B-Instruct --dataset_name trl-lib/ultrafeedback_binarized"
+                   " --num_train_epochs 1 --output_dir Qwen2-0.5B-CPO\n")
+    s = setup_of(run_cli, "--config", str(run))
+    assert (s["method"], s["trainer"], s["dpo_reference"]) == ("dpo", "trl", "precomputed")
+    (tmp_path / "cpo.yaml").write_text("model_name_or_path: Qwen/Qwen2.5-7B\nloss_type: simpo\ncpo_alpha: 0.0\n")
+    assert setup_of(run_cli, "--config", str(tmp_path / "cpo.yaml"))["dpo_reference"] == "precomputed"

@@ -274,6 +274,12 @@ def from_llamafactory(f: _File) -> dict:
         # sequences (2n rows) and PairwiseTrainer runs no reference model; read as sft it was half
         # the activations. "precomputed": no reference weights and no reference forward.
         out["dpo_reference"] = "precomputed"
+    if stage == "dpo" and f.get("pref_loss") in ("orpo", "simpo"):
+        # FinetuningArguments.__post_init__ (0.9.5): use_ref_model = stage == "dpo" and pref_loss
+        # not in ["orpo", "simpo"]; train/dpo/workflow.py then builds no reference model and
+        # CustomDPOTrainer.compute_reference_log_probs returns (None, None). Read as DPO, full
+        # fine-tuning carried a second frozen copy of the weights and every step a reference forward.
+        out["dpo_reference"] = "precomputed"
     if f.get("flash_attn") is not None and str(f.get("flash_attn")) not in _LF_ATTN:
         raise f.error("flash_attn", f"flash_attn {f.get('flash_attn')!r}; known: {', '.join(_LF_ATTN)}")
     bits = f.int("quantization_bit")
@@ -316,8 +322,8 @@ def from_trl(f: _File, method: str | None = None) -> dict:
     trainer a launch names (its script's config class); a YAML alone is known by its keys."""
     keys = set(f.data)
     method = method or ("grpo" if keys & {"num_generations", "reward_funcs", "use_vllm"} else (
-        "dpo" if keys & {"beta", "max_prompt_length", "rpo_alpha", "ref_model_init_kwargs"} and "dataset_text_field" not in keys
-        else "sft"))
+        "dpo" if keys & {"beta", "max_prompt_length", "rpo_alpha", "ref_model_init_kwargs", *_NO_REFERENCE_KEYS}
+        and "dataset_text_field" not in keys else "sft"))
     if method == "grpo":
         # prompt + completion; TRL 1.x has no max_prompt_length, and a vLLM engine caps the total
         # at vllm_max_model_length
@@ -333,7 +339,22 @@ def from_trl(f: _File, method: str | None = None) -> dict:
             return {**_trl_fields(f, method, seq), **out_bound}
     else:
         seq = f.int("max_length", default=1024, minimum=1)
-    return _trl_fields(f, method, seq)
+    out = _trl_fields(f, method, seq)
+    if method == "dpo" and (keys & _NO_REFERENCE_KEYS or f.get("loss_type") in _NO_REFERENCE_LOSSES):
+        out["dpo_reference"] = "precomputed"  # no reference weights and no reference forward
+    return out
+
+
+# Pair trainers that keep no reference model, told from DPOConfig by keys only their configs
+# define. TRL's CPOTrainer and ORPOTrainer (trl/experimental/cpo, orpo in trl 1.16; trl/trainer in
+# 0.x) take no ref_model and compute their losses from the policy's log-probs alone; CPOConfig
+# adds cpo_alpha, simpo_gamma and loss_type "simpo" / "alphapo" (SimPO is CPO with cpo_alpha 0).
+# princeton-nlp/SimPO's SimPOTrainer (scripts/simpo_trainer.py) is a Trainer with no reference
+# either; its SimPOConfig adds gamma_beta_ratio and sft_weight. ORPOConfig adds no key of its
+# own: an ORPO file is known by the script a launch runs (_NO_REFERENCE_CONFIGS).
+_NO_REFERENCE_KEYS = {"cpo_alpha", "simpo_gamma", "gamma_beta_ratio", "sft_weight"}
+_NO_REFERENCE_LOSSES = ("simpo", "alphapo")
+_NO_REFERENCE_CONFIGS = ("CPOConfig", "ORPOConfig")
 
 
 def _trl_fields(f: _File, method: str, seq: int) -> dict:
@@ -473,14 +494,9 @@ def from_accelerate(f: _File) -> dict:
         # bf16 (read() decides once every file is in); FSDP's cast depends on it (fsdp_upcast)
         out["mixed_precision"] = mp
     if dist == "DEEPSPEED":
-        out["framework"] = "deepspeed"
-        ds = f.get("deepspeed_config") or {}
-        if isinstance(ds, dict) and not ds.get("deepspeed_config_file"):
-            out["zero_stage"] = ds.get("zero_stage")
-            out["offload_optimizer"] = ds.get("offload_optimizer_device")
-            out["offload_param"] = ds.get("offload_param_device")
-        if isinstance(ds, dict) and ds.get("zero3_init_flag") is not None:
-            out["zero3_init"] = bool(ds["zero3_init_flag"])
+        from . import accelerate_ds
+
+        out.update(framework="deepspeed", **accelerate_ds.read(f.cfg, f.data))
     elif dist == "FSDP":
         fc = f.get("fsdp_config") or {}
         if not isinstance(fc, dict):
@@ -577,9 +593,10 @@ def _true(v) -> bool:
 
 
 # TRL's trainer configs, by the `trl` CLI command that runs each (trl/cli.py runs
-# trl/scripts/<command>.py) and the method the memory model gives it (None: not modelled)
+# trl/scripts/<command>.py) and the method the memory model gives it (None: not modelled; CPO and
+# ORPO batch pairs as DPO does, without its reference: _NO_REFERENCE_CONFIGS)
 _TRL_CONFIGS = {"SFTConfig": "sft", "DPOConfig": "dpo", "GRPOConfig": "grpo", "KTOConfig": None, "RewardConfig": None,
-                "RLOOConfig": None, "ORPOConfig": None, "CPOConfig": None, "PPOConfig": None, "OnlineDPOConfig": None,
+                "RLOOConfig": None, "ORPOConfig": "dpo", "CPOConfig": "dpo", "PPOConfig": None, "OnlineDPOConfig": None,
                 "BCOConfig": None, "GKDConfig": None, "PRMConfig": None, "XPOConfig": None, "NashMDConfig": None}
 _TRL_COMMANDS = {"sft": "SFTConfig", "dpo": "DPOConfig", "grpo": "GRPOConfig", "kto": "KTOConfig",
                  "reward": "RewardConfig", "rloo": "RLOOConfig"}
@@ -701,6 +718,8 @@ def _trl_launch(cfg, f: _File, config: str, line: int, versions) -> dict:
     procs, nodes = f.int("nproc_per_node", "num_gpus", "num_processes", minimum=1), f.int("nnodes", "num_machines", minimum=1)
     out = from_trl(g, method)
     out.update(gpus=procs * (nodes or 1) if procs else None, nodes=nodes, _unknown_model=g.unknown_model)
+    if config in _NO_REFERENCE_CONFIGS:
+        out["dpo_reference"] = "precomputed"  # CPOTrainer / ORPOTrainer: no reference model
     return out
 
 

@@ -163,3 +163,24 @@ def test_a_yaml_a_command_passes_as_a_bare_word_is_judged_by_its_content(tmp_pat
     flagged = repo / ACTIONFORMER / "ds_run.sh"
     flagged.write_text("deepspeed train_eval.py --deepspeed ./configs/anet.yaml\n")
     assert len(lint.run([str(flagged)]).unusable) == 1
+
+
+def test_a_key_the_oldest_release_read_had_is_not_unknown_under_an_older_pin(tmp_path):
+    """Warnings judged in the third round: under a pin older than every release the key history
+    read (`transformers==4.40.0`, as VideoLLaMA2 pins), a TRL YAML's `logging_dir` was "unknown
+    key 'logging_dir' (TrlParser stops with an error); did you mean 'log_dir'?". False on all
+    three counts: 4.50.3, the oldest release read, has the TrainingArguments field, 4.40.0 has it
+    too, and log_dir is another key. The history says what an upgrade does to it; a key no
+    release read ever had stays an unknown key with its guess."""
+    (tmp_path / "requirements.txt").write_text("transformers==4.40.0\n")
+    (tmp_path / "sft.yaml").write_text("model_name_or_path: m\noutput_dir: o\nper_device_train_batch_size: 2\n"
+                                       "logging_dir: logs\ngroup_by_length: true\nloging_steps: 5\n")
+    found = [(f.line, f.rule, f.severity, f.message) for f in lint.run([str(tmp_path)]).findings]
+    assert found[:2] == [
+        (4, "version-skew", "warning", "logging_dir: in transformers 4.50.3 (the oldest release ftrecipes read) up to "
+         "5.14.1, gone from 5.15.1 on; not judged at the transformers in use (4.40.0), older than 4.50.3: today's "
+         "release refuses it"),
+        (5, "version-skew", "warning", "group_by_length: in transformers 4.50.3 (the oldest release ftrecipes read) "
+         "up to 5.1.0, gone from 5.2.0 on; not judged at the transformers in use (4.40.0), older than 4.50.3: today's "
+         "release refuses it")], found
+    assert found[2][:3] == (6, "unknown-key", "warning") and "did you mean 'logging_steps'" in found[2][3], found

@@ -261,10 +261,10 @@ def schema_findings(doc, fmt, framework_versions=None):
     kept = [f for f in found
             if not ((f.line, f.column) in valid and f.rule in ("unknown-key", "removed-key")
                     or (f.line, f.column) in skewed and f.rule == "unknown-key")]
-    return _unjudged_outside_history(kept, fmt.name, fv)
+    return _unjudged_outside_history(kept, fmt.name, fv, doc)
 
 
-def _unjudged_outside_history(found, fmt, framework_versions):
+def _unjudged_outside_history(found, fmt, framework_versions, doc=None):
     """Unknown and removed keys under a release outside every one the key histories read are warnings.
 
     A repository pinning trl==1.20 when the newest release read is 1.16 may use a key 1.20 added;
@@ -285,8 +285,35 @@ def _unjudged_outside_history(found, fmt, framework_versions):
     if not outside:
         return found
     note = "; not judged: " + ", ".join(outside.values())
-    return [Finding(f.path, f.line, f.column, f.rule, WARNING, f.message.rstrip(".") + note) if f.rule in rules else f
+    older = _known_before_history(doc, fmt, framework_versions) if doc is not None else {}
+    return [Finding(f.path, f.line, f.column, "version-skew", WARNING, older[(f.line, f.column)]) if f.rule == "unknown-key"
+            and (f.line, f.column) in older else
+            Finding(f.path, f.line, f.column, f.rule, WARNING, f.message.rstrip(".") + note) if f.rule in rules else f
             for f in found]
+
+
+def _known_before_history(doc, fmt, framework_versions):
+    """{(line, column): message} for top-level keys that the oldest release a key history read
+    still had and a later one dropped, under a pinned release older than every one read.
+
+    "unknown key 'logging_dir' ... did you mean 'log_dir'?" was false there: a file pinning
+    transformers==4.40.0 was written for a release whose TrainingArguments has logging_dir (4.50.3,
+    the oldest read, still has it; 5.15 dropped it). The schema, made from today's release, does
+    not know the key; the history does, and says what an upgrade does to it."""
+    out = {}
+    for h, sections in _owners(fmt, ())[0]:
+        v = framework_versions.get(h.framework)
+        if v is None or h.sample_for(v) is not None:
+            continue
+        first = h.releases[0]
+        for key in doc.data if isinstance(doc.data, dict) else ():
+            spans = h.spans(key, sections) if isinstance(key, str) else []
+            last = max((b for a, b in spans if a == first), default=None)
+            if last is not None and last < h.newest:
+                out[doc.where((key,))] = (f"{key}: in {h.framework} {first} (the oldest release ftrecipes read) up to "
+                                          f"{last}, gone from {h.after(last)} on; not judged at the {h.framework} in use "
+                                          f"({v}), older than {first}: today's release refuses it")
+    return out
 
 
 def schema_removes(schema, path):

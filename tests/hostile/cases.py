@@ -370,6 +370,43 @@ def stream_cases():
     return out
 
 
+# --- names and keys that would drive a terminal ------------------------------------------------
+# A file name, recipe name or key holds what a terminal obeys (ESC sequences, BEL, the C1 CSI
+# \x9b), a bidirectional override that reorders what is read, or a line break that forges a
+# line of the report. Text output shows each as Python's repr writes it (\x1b, \u202e, \n).
+TERMINAL_NAMES = {"ansi": "\x1b[2J\x1b[31m", "bel": "\x07", "csi-c1": "\x9b31m", "bidi": "\u202egnp.", "newline": "\nx.json:1:1: fake"}
+
+
+def _shown(text):
+    return repr(text)[1:-1]
+
+
+def terminal_cases():
+    bad_ds, out = ds_with(train_micro_batch_size_per_gpu=-1), []
+    for tid, ch in TERMINAL_NAMES.items():
+        evil, broken = f"evil{ch}.json", f"broken{ch}.json"
+        T = lambda cid, verb, args, **kw: out.append(Case(id=f"terminal-{tid}/{cid}", verb=verb, args=args, terminal=True, **kw))
+        for fmt in ("text", "json"):
+            T(f"lint-{fmt}-finding", "lint", ("--format", fmt, "{d}/" + evil), files={evil: bad_ds}, expect=(1,),
+              why=f"a finding in a file named with {tid}: printed escaped, one line per finding")
+            shown = _shown(broken) if fmt == "text" else json.dumps(broken)[1:-1]
+            T(f"lint-{fmt}-unusable", "lint", ("--format", fmt, "{d}/" + broken), files={broken: b"{"}, stdout_ok=True,
+              names=(shown,), why=f"an unreadable file named with {tid}: one escaped line naming it, exit 2")
+        T("lint-key", "lint", ("{d}/grpo.yaml",), files={"grpo.yaml": m.trl_yaml() + json.dumps(f"bad{ch}key") + ": 1\n"}, expect=(1,),
+          why=f"an unknown key holding {tid}: the finding quotes it escaped")
+        T("estimate-config", "estimate", ("--config", "{d}/" + broken, "--model", "Qwen2.5-7B"), files={broken: b"{"},
+          names=(_shown(broken),), why=f"estimate --config of a broken file named with {tid}: one escaped line")
+        T("render-values", "render", (DPO, "--values", "{d}/" + broken), files={broken: b"{"},
+          names=(_shown(broken),), why=f"render --values of a broken file named with {tid}: one escaped line")
+        for verb in ("show", "render", "estimate", "regen"):
+            T(f"name-{verb}", verb, ("no" + ch,), why=f"{verb} of a recipe name holding {tid}: one escaped line, exit 2")
+        T("render-o", "render", (DPO, "-o", "{d}/out" + ch), expect=(0,), writes=("out" + ch,),
+          why=f"render -o into a folder named with {tid}: the written paths are listed escaped")
+        T("svg-missing-parent", "estimate", ("--model", "Qwen2.5-7B", "--svg", "{d}/no" + ch + "/c.svg"),
+          names=(_shown("no" + ch),), why=f"--svg below a missing folder named with {tid}: one escaped line")
+    return out
+
+
 # --- hostile-looking but valid ------------------------------------------------------------------
 def valid_cases():
     v = b"seq_len: 4096\nmicro_batch_size: 1\n"
@@ -709,7 +746,7 @@ def misc_cases():
 def all_cases():
     out = (payload_cases() + semantic_cases() + valid_cases() + output_cases() + recipe_cases()
            + name_cases() + flag_cases() + ref_cases() + misc_cases() + trainer_config_cases() + stream_cases()
-           + plan_flag_cases())
+           + plan_flag_cases() + terminal_cases())
     ids = [c.id for c in out]
     dupes = {i for i in ids if ids.count(i) > 1}
     assert not dupes, dupes

@@ -9,6 +9,7 @@ tool's own recipes and /dev/null before and after, so a write anywhere else is s
 import contextlib
 import hashlib
 import os
+import re
 import resource
 import shutil
 import signal
@@ -32,7 +33,12 @@ ROWS = (
     "hangs over 10 s",
     "messages that do not name file/line/key",
     "cases that created or changed files they should not have",
+    "terminal controls printed raw",
 )
+# What a terminal obeys or a reader cannot see: C0 controls but the newline, DEL, C1 (\x9b is
+# a one-byte CSI), bidirectional overrides and isolates, and U+FFFD, which is what reading the
+# output back makes of a raw undecodable byte (a name's, written as it was).
+RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufffd]")
 
 
 # --- what a case folder holds besides plain bytes -----------------------------------------
@@ -91,6 +97,7 @@ class Case:
     marker: str | None = None  # a path that must not exist afterwards (template sandbox)
     leaks: tuple = ()  # text that must not reach stdout (Python objects, files outside the recipe)
     stdout_to: str | None = None  # "closed", "full" (/dev/full) or "broken-pipe" (no reader): not captured
+    terminal: bool = False  # stdout and stderr are text for a terminal: no raw control characters
 
     def argv(self, d, recipes):
         sub = lambda s: s.replace("{d}", str(d)).replace("{recipes}", str(recipes))
@@ -324,6 +331,9 @@ def judge(case, d, code, stdout, stderr, before, after, devnull_ok):
         problems["template code executed"] = f"output holds {leaked[0]!r}"
     if changed:
         problems["cases that created or changed files they should not have"] = "; ".join(changed[:4])
+    raw = RAW_CONTROL.search(text) if case.terminal else None
+    if raw:
+        problems["terminal controls printed raw"] = f"{raw.group()!r} in: {_last_line(text)!r}"
     return problems
 
 

@@ -7,7 +7,7 @@ import json
 import sys
 
 from . import __version__, detect, stdio
-from .errors import UserError, one_line
+from .errors import UserError, one_line, printable
 
 
 def _cmd_list(args):
@@ -70,7 +70,7 @@ def _cmd_show(args):
         out.extend(textwrap.wrap(" ".join(m["story"][part].split()), 96, initial_indent="  ", subsequent_indent="  "))
     for src in m["story"].get("sources", []):
         out.append(f"  source: {src}")
-    print("\n".join(out))
+    print(printable("\n".join(out)))
     return 0
 
 
@@ -99,7 +99,7 @@ def _cmd_render(args):
         files = render.render(r, overrides)
         written = atomic.write_all(args.output_dir, {f.name: (text, f.executable) for f, text in files}, force=args.force)
         for path in written:
-            print(path, file=sys.stderr)
+            print(one_line(path), file=sys.stderr)
         _warn_memory(r, overrides)
         return 0
     name = args.file or r.primary.name
@@ -275,7 +275,7 @@ def _cmd_estimate(args):
         from . import atomic
 
         atomic.write_one(args.svg, recipe_memory.svg(r, result))
-    print(json.dumps(result.to_json(), indent=1) if args.json else render_text(result))
+    print(json.dumps(result.to_json(), indent=1) if args.json else printable(render_text(result)))
     return exit_status(result)
 
 

@@ -1,25 +1,30 @@
 """One kind of error for bad input: printed as a single line, exit status 2."""
 
-import re
+
+def _escape(char):
+    # Python's repr spelling (\x1b, \n, \u202e, \udcff): a reader can tell what the name held.
+    return repr(char)[1:-1]
 
 
-# What str.splitlines() breaks on: a value echoed in a message must not start a new line.
-_BREAKS = {c: repr(chr(c))[1:-1] for c in (0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x85, 0x2028, 0x2029)}
-
-
-_ANY_BREAK = re.compile("[" + "".join(map(chr, _BREAKS)) + "]")
-
-
-def has_breaks(text):
+def needs_escape(text):
     """True when text holds a character one_line() would escape."""
-    return _ANY_BREAK.search(text) is not None
+    return not text.isprintable()
 
 
 def one_line(text):
-    """text with line breaks written as escapes (\\n, \\r, \\x85, \\u2028, ...)."""
+    """text with every character Python's repr escapes written as that escape: line breaks
+    (\\n, \\x85, \\u2028, which would split a one-line message), terminal controls (ESC, BEL,
+    the C1 CSI \\x9b, which a terminal would obey: a file named with them could recolour or clear
+    the screen or forge a line of the report), bidirectional overrides (\\u202e, which reorder
+    what the reader sees) and lone surrogates (undecodable bytes of a file name)."""
     text = str(text)
-    # translate() walks every character in Python's slow path; most lines hold no break at all.
-    return text.translate(_BREAKS) if _ANY_BREAK.search(text) else text
+    # isprintable() is one pass in C; nearly every line is printable and stays as it is.
+    return text if text.isprintable() else "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def printable(text):
+    """Several lines of a human-readable report, each escaped as one_line() does."""
+    return "\n".join(map(one_line, str(text).split("\n")))
 
 
 # A message may quote a value from the user's file (jsonschema's quote whole instances):

@@ -13,7 +13,7 @@ import re
 import sys
 from dataclasses import asdict, dataclass, replace
 
-from .errors import UserError
+from .errors import UserError, one_line, printable
 from .memory import catalog
 from .memory.estimate import Result, Setup, estimate
 from .memory.steptime import StepTime, step_time
@@ -390,8 +390,8 @@ def main(a) -> int:
     passed: dict = {}
     ranked = search(base, a.method, a.framework, a.global_batch, a.lora_rank, a.adapter, passed=passed)
     if not ranked:
-        print(f"plan: nothing fits {a.model} ({a.method}) on {a.gpus} x {a.nodes} node(s) at seq_len {a.seq_len}; "
-              "try `ftrecipes estimate` for the closest setup and its remedies", file=sys.stderr)
+        print(one_line(f"plan: nothing fits {a.model} ({a.method}) on {a.gpus} x {a.nodes} node(s) at seq_len {a.seq_len}; "
+                       "try `ftrecipes estimate` for the closest setup and its remedies"), file=sys.stderr)
         return 3
     if a.output:
         from . import plan_out
@@ -404,7 +404,7 @@ def main(a) -> int:
         return plan_out.not_written(s, a)
 
     print(json.dumps(to_json(ranked, a.top, unwritten, passed), indent=1) if a.json
-          else render_text(ranked, a.top, unwritten, passed))
+          else printable(render_text(ranked, a.top, unwritten, passed)))
     return 0
 
 

@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .errors import UserError
+from .errors import UserError, one_line
 
 # The rendering side (jinja2, the recipe loader, lint) is imported where a recipe is written:
 # plain `plan` imports this module only to say which candidates -o would not write.
@@ -440,7 +440,7 @@ def write(ranked: list, fastest, a) -> int:
             files, findings = _stage(c, runner_up, a, w, passed, Path(tmp))
         if not findings:
             atomic.write_all(out, files, force=a.force, exact=True, tree=True)
-            print(f"wrote {out} (recipe {a.name}: {describe(c.setup)})")
+            print(one_line(f"wrote {out} (recipe {a.name}: {describe(c.setup)})"))
             return 0
         f = findings[0]
         passed.append(f"{describe(c.setup)} ({c.speed.tokens_per_s:,.0f} tokens/s), whose files `ftrecipes lint` "

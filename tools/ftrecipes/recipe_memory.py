@@ -8,7 +8,7 @@ warning and lint's memory-fit rule all agree.
 import json
 
 from . import derive, render, values
-from .errors import UserError
+from .errors import UserError, one_line
 
 GIB = 1024**3
 _TRAINERS = {"hf-trainer": "hf"}  # recipe framework name -> Setup.trainer
@@ -157,4 +157,4 @@ def warn_if_tight(recipe, overrides, stream):
         if rem.get("verdict") != "oom":
             fix = f"; cheapest fix: {rem['change']}"
             break
-    stream.write(f"warning: {recipe.name} with these values: {'; '.join(problems)}{fix} (ftrecipes estimate {recipe.name} --set ...)\n")
+    stream.write(one_line(f"warning: {recipe.name} with these values: {'; '.join(problems)}{fix} (ftrecipes estimate {recipe.name} --set ...)") + "\n")

@@ -3,6 +3,7 @@
 import sys
 
 from . import atomic, markers, paths, recipe, render
+from .errors import one_line
 
 
 def recipe_table():
@@ -76,20 +77,20 @@ def main(names, check=False):
     bad = 0
     for path, text in readme_updates(names).items():
         if check:
-            print(f"{path}: generated content stale; run `ftrecipes regen`", file=sys.stderr)
+            print(one_line(f"{path}: generated content stale; run `ftrecipes regen`"), file=sys.stderr)
             bad += 1
         else:
             atomic.write_one(path, text)
-            print(f"rewrote {path}", file=sys.stderr)
+            print(one_line(f"rewrote {path}"), file=sys.stderr)
     for r in recipes:
         want = expected(r)
         problems = stale(r, want)
         if check:
             for name in problems:
-                print(f"{r.dir / 'rendered' / name}: stale; run `ftrecipes regen {r.name}`", file=sys.stderr)
+                print(one_line(f"{r.dir / 'rendered' / name}: stale; run `ftrecipes regen {r.name}`"), file=sys.stderr)
             bad += len(problems)
         elif problems:
             # One swap: rendered/ holds the old set or exactly the new one, never a mix.
             atomic.write_all(r.dir / "rendered", want, force=True, exact=True)
-            print(f"{r.name}: rewrote {', '.join(problems)}", file=sys.stderr)
+            print(one_line(f"{r.name}: rewrote {', '.join(problems)}"), file=sys.stderr)
     return 1 if bad else 0

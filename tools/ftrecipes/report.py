@@ -3,15 +3,16 @@
 import json
 import os
 
-from .errors import MAX_MESSAGE, clip, has_breaks, one_line
+from .errors import MAX_MESSAGE, clip, needs_escape, one_line
 
 
 def text(result, out):
-    # One finding, one line: keys and values quoted from the file may hold line breaks.
+    # One finding, one line, nothing a terminal obeys: paths, keys and values quoted from the
+    # files may hold line breaks and escape sequences.
     # One write: a file with 300,000 findings must not cost 300,000 calls into the stream.
     lines = [f"{f.path}:{f.line}:{f.column}: {f.rule} {f.message if len(f.message) <= MAX_MESSAGE else clip(f.message, MAX_MESSAGE)}"
              for f in result.findings]
-    if has_breaks("".join(lines)):  # one scan of everything; line by line only when some line needs it
+    if needs_escape("".join(lines)):  # one scan of everything; line by line only when some line needs it
         lines = [one_line(line) for line in lines]
     lines += [one_line(f"{_where(err)} unusable-input {err.key + ': ' if err.key else ''}{clip(err.message, MAX_MESSAGE)}")
               for err in result.unusable]

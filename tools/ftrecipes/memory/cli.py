@@ -6,7 +6,7 @@ import json
 import math
 
 from . import configs
-from ..errors import UserError
+from ..errors import UserError, printable
 from .estimate import Setup
 from .inputs import run
 from .model_states import zero_paper_model_states
@@ -197,7 +197,7 @@ def _estimate(args, s, assumed=()) -> int:
         from ..atomic import write_one
 
         write_one(args.svg, render_svg(r))
-    print(json.dumps(r.to_json(), indent=1) if args.json else render_text(r))
+    print(json.dumps(r.to_json(), indent=1) if args.json else printable(render_text(r)))
     return exit_status(r)
 
 

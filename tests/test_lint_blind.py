@@ -184,3 +184,26 @@ def test_a_key_the_oldest_release_read_had_is_not_unknown_under_an_older_pin(tmp
          "up to 5.1.0, gone from 5.2.0 on; not judged at the transformers in use (4.40.0), older than 4.50.3: today's "
          "release refuses it")], found
     assert found[2][:3] == (6, "unknown-key", "warning") and "did you mean 'logging_steps'" in found[2][3], found
+
+
+def test_a_section_deepspeed_read_key_by_key_at_the_pinned_release_is_not_judged_by_todays_model(tmp_path):
+    """LongLoRA's ds_configs/stage2.json (and twelve of FlagEmbedding's) copy fp16's loss-scaling
+    keys into bf16. DeepSpeed 0.17.6 made bf16 a pydantic model that refuses them, and LongLoRA's
+    `deepspeed>=0.10.3` lets that release in: five errors, real for today's release. Pinned to
+    0.15.4, whose runtime/config.py reads bf16 key by key (get_scalar_param) and ignores the rest,
+    the same five were errors saying "DeepSpeed raises at start-up": false. The key history read
+    no bf16 model in 0.15.4, so the schema's verdict there is a warning that says so."""
+    repo = _copy(tmp_path / "longlora", "dvlab-research__LongLoRA", "requirements.txt", "ds_configs/stage2.json")
+    keys = ["loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis", "min_loss_scale"]
+    effect = "(DeepSpeed raises at start-up, its model of this section forbids extra keys)"
+    assert [e.split(": ", 1)[1] for e in _errors(lint.run([str(repo)]))] == [
+        f"unknown-key unknown key '{k}' in bf16 {effect}" for k in keys]
+    for pin, errors in (("0.15.4", 0), ("0.17.0", 0), ("0.18.0", 5)):
+        (repo / "requirements.txt").write_text(f"deepspeed=={pin}\n")
+        pins._folder_pins.cache_clear()
+        result = lint.run([str(repo)])
+        assert len(_errors(result)) == errors, (pin, _errors(result))
+        if not errors:
+            assert [f.message for f in result.findings] == [
+                f"unknown key '{k}' in bf16 {effect}; not judged: ftrecipes read a model of bf16 only from "
+                f"deepspeed 0.17.6 on, and {pin} is in use" for k in keys]

@@ -261,7 +261,7 @@ def schema_findings(doc, fmt, framework_versions=None):
     kept = [f for f in found
             if not ((f.line, f.column) in valid and f.rule in ("unknown-key", "removed-key")
                     or (f.line, f.column) in skewed and f.rule == "unknown-key")]
-    return _unjudged_outside_history(kept, fmt.name, fv, doc)
+    return _unjudged_sections(_unjudged_outside_history(kept, fmt.name, fv, doc), doc, fmt.name, fv)
 
 
 def _unjudged_outside_history(found, fmt, framework_versions, doc=None):
@@ -314,6 +314,49 @@ def _known_before_history(doc, fmt, framework_versions):
                                           f"{last}, gone from {h.after(last)} on; not judged at the {h.framework} in use "
                                           f"({v}), older than {first}: today's release refuses it")
     return out
+
+
+_SCHEMA_VERDICTS = ("unknown-key", "wrong-type", "bad-value", "out-of-range")
+
+
+def _unjudged_sections(found, doc, fmt, framework_versions):
+    """Schema errors inside a section whose model the key history did not find in the release in
+    use are warnings that say so.
+
+    DeepSpeed 0.17.6 made bf16 and fp16 pydantic models that refuse extra keys; 0.15.4 to 0.17.0
+    read them key by key (runtime/config.py get_bfloat16_enabled: get_scalar_param), so the fp16
+    loss-scaling keys many repositories copy into bf16 (LongLoRA, FlagEmbedding) are ignored there.
+    The schema, made from 0.19.8, says "DeepSpeed raises at start-up"; under a pinned 0.15.4 that
+    was a false error. Where the history read the section at the release in use, its verdict on
+    each key stands (version-skew)."""
+    unjudged = {}
+    for section, value in doc.data.items() if isinstance(doc.data, dict) else ():
+        if not isinstance(section, str) or not isinstance(value, dict):
+            continue
+        for h, sections in _owners(fmt, (section,))[0]:
+            v = framework_versions.get(h.framework)
+            at = h.sample_for(v) if v is not None else None
+            if at is None or h.judged(sections, at):
+                continue  # the schema's own release, one older than all read (said elsewhere), or judged
+            first = min(a for s_ in sections for a, _ in h.sections[s_][0])
+            note = f"; not judged: ftrecipes read a model of {section} only from {h.framework} {first} on, and {v} is in use"
+            for pos in _positions_under(doc, (section,), value):
+                unjudged[pos] = note
+    if not unjudged:
+        return found
+    return [Finding(f.path, f.line, f.column, f.rule, WARNING, f.message.rstrip(".") + unjudged[(f.line, f.column)])
+            if f.rule in _SCHEMA_VERDICTS and (f.line, f.column) in unjudged else f for f in found]
+
+
+def _positions_under(doc, path, value):
+    """The positions of the keys and values inside the mapping at path."""
+    for key, child in value.items():
+        sub = path + (key,)
+        yield doc.where(sub)
+        if sub in doc.positions:
+            yield doc.positions[sub]
+        if isinstance(child, dict):
+            yield from _positions_under(doc, sub, child)
 
 
 def schema_removes(schema, path):

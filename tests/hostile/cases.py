@@ -331,6 +331,7 @@ def trainer_config_cases():
             out.append(Case(id=f"estimate-{kind}/{cid}", verb="estimate", args=("--config", "{d}/" + name, *extra),
                             files={name: data, **beside}, names=(name, key_or_line(data, key, name)),
                             why=f"{key}: {clip_value(value)} in a {kind} file: exit 2 naming {name} and {key}"))
+    out += accelerate_inline_cases()
     sh = m.launch_sh()
     for cid, (flag, value) in {"max-len-1e400": ("--data.max_len", "1e400"),
                                "micro-huge-int": ("--train.micro_batch_size", HUGE_INT)}.items():
@@ -338,6 +339,34 @@ def trainer_config_cases():
         out.append(Case(id=f"estimate-openrlhf/{cid}", verb="estimate", args=("--config", "{d}/launch.sh", "--gpu", "A100-80GB"),
                         files={"launch.sh": data}, names=("launch.sh", flag.lstrip("-")),
                         why=f"{flag} {clip_value(value)} in an OpenRLHF script: exit 2 naming launch.sh and the flag"))
+    return out
+
+
+def accelerate_inline_cases():
+    """An accelerate config's own deepspeed_config (no deepspeed_config_file): each value that
+    `accelerate launch` 1.15 refuses (int(str(v)) for the stage, str_to_bool for zero3_init_flag,
+    DeepSpeed's device names for offload) is bad input at deepspeed_config's key."""
+    inline = "deepspeed_config:\n  zero_stage: 3\n  offload_optimizer_device: none\n  offload_param_device: none\n  zero3_init_flag: true\n"
+    text = re.sub(r"^deepspeed_config:\n(  .*\n|  #.*\n)+", lambda _m: inline, m.accelerate_yaml(), count=1, flags=re.M)
+    assert "deepspeed_config_file" not in text and "zero_stage: 3" in text
+    bad = {"stage-list": ("zero_stage", "[3]"), "stage-1e400": ("zero_stage", "1e400"), "stage-negative": ("zero_stage", "-1"),
+           "stage-4": ("zero_stage", "4"), "stage-float": ("zero_stage", "3.0"), "stage-bool": ("zero_stage", "true"),
+           "stage-text": ("zero_stage", "three"), "offload-list": ("offload_optimizer_device", "[cpu]"),
+           "offload-int": ("offload_optimizer_device", "5"), "offload-bogus": ("offload_param_device", "disk"),
+           "offload-map": ("offload_param_device", "{a: 1}"), "init-text": ("zero3_init_flag", "maybe"),
+           "init-list": ("zero3_init_flag", "[1]"), "init-negative": ("zero3_init_flag", "-1"),
+           "section-list": (None, "[1]"), "section-text": (None, "zero3")}
+    out = []
+    for cid, (key, value) in bad.items():
+        if key is None:
+            data = re.sub(r"^deepspeed_config:\n(  .*\n)+", lambda _m: f"deepspeed_config: {value}\n", text, count=1, flags=re.M)
+        else:
+            data = re.sub(rf"^  {key}: .*$", lambda _m: f"  {key}: {value}", text, count=1, flags=re.M)
+        assert data != text, cid
+        want = "deepspeed_config" + (f".{key}" if key else "")
+        out.append(Case(id=f"estimate-accelerate-inline/{cid}", verb="estimate",
+                        args=("--config", "{d}/accelerate.yaml", "--model", "Qwen2.5-7B"), files={"accelerate.yaml": data},
+                        names=("accelerate.yaml", want), why=f"{want}: {value} is refused by accelerate launch: exit 2 naming it"))
     return out
 
 

@@ -309,15 +309,18 @@ def trainer_bad_values():
                          "stage-mapping": ("stage", "{dpo: 1}"), "lora-target-ints": ("lora_target", "[1, 2]"),
                          "additional-target-ints": ("additional_target", "[1]"),
                          "additional-target-unknown": ("additional_target", "abc"), "fsdp-ints": ("fsdp", "[1]"),
-                         "model-int": ("model_name_or_path", "5")},
+                         "model-int": ("model_name_or_path", "5"), "model-null": ("model_name_or_path", "null"),
+                         "model-empty": ("model_name_or_path", "''")},
         "trl": {"completion-1e400": ("max_completion_length", "1e400"), "lora-targets-ints": ("lora_target_modules", "[1]"),
                 "modules-to-save-unknown": ("lora_modules_to_save", "[abc]"), "vllm-util-list": ("vllm_gpu_memory_utilization", "[1]"),
                 "vllm-util-text": ("vllm_gpu_memory_utilization", "abc"), "vllm-util-negative": ("vllm_gpu_memory_utilization", "-1"),
                 "vllm-mode-bogus": ("vllm_mode", "abc"), "vllm-mode-list": ("vllm_mode", "[server]"),
-                "model-list": ("model_name_or_path", "[a]")},
+                "model-list": ("model_name_or_path", "[a]"), "model-null": ("model_name_or_path", "~"),
+                "model-blank": ("model_name_or_path", "' '")},
         "accelerate": {"processes-1e400": ("num_processes", "1e400"), "machines-huge-int": ("num_machines", HUGE_INT)},
         "axolotl": {"sequence-1e400": ("sequence_len", "1e400"), "lora-targets-ints": ("lora_target_modules", "[1]"),
-                    "modules-to-save-map": ("lora_modules_to_save", "{a: 1}"), "micro-huge-int": ("micro_batch_size", HUGE_INT)},
+                    "modules-to-save-map": ("lora_modules_to_save", "{a: 1}"), "micro-huge-int": ("micro_batch_size", HUGE_INT),
+                    "model-null": ("base_model", "null")},
     }
 
 

@@ -180,6 +180,12 @@ def _model(f: _File, *keys):
     name = f.data.get(key) if key else None
     if name is not None and not isinstance(name, str):
         raise f.error(key, f"expected a model id or path, got {clip(repr(name))}")
+    if key and (name is None or not name.strip()):
+        # The key is there but names nothing: the file and line say where to fill it in, which
+        # the general "names no model" error (raised only if no flag or other file names one) cannot.
+        f.unknown_model = f.error(key, f"{key} is {'null' if name is None else 'empty'}, so no model is named; "
+                                       "fill it in, or pass --model NAME|config.json or --params N")
+        return None
     if not isinstance(name, str):
         return None
     try:

@@ -499,9 +499,21 @@ def _key_facts(v, schema):
     if len(_KEY_FACTS) > 4096:
         _KEY_FACTS.clear()
     allowed = _allowed_keys(v, schema)
-    facts = (allowed, set(allowed), tuple(str(c) for c in allowed), _any_of(schema.get("patternProperties", {})))
+    facts = (allowed, set(allowed), tuple(str(c) for c in allowed), _any_of(schema.get("patternProperties", {})),
+             _homes(schema))
     _KEY_FACTS[(id(v), id(schema))] = (v, schema, facts)
     return facts
+
+
+def _homes(schema):
+    """{key: section} for the keys of this mapping's sections: a key written one level too high
+    (FlagEmbedding's top-level `offload_optimizer`, which DeepSpeed ignores there) is told where it
+    goes; difflib guessed 'optimizer', another section. A key two sections share has no one home."""
+    out, props = {}, schema.get("properties") if isinstance(schema, dict) else None
+    for section, sub in (props or {}).items():
+        for key in sub.get("properties", {}) if isinstance(sub, dict) else ():
+            out[key] = None if key in out else section
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _findings(v, err, doc, ignored_by):
@@ -513,7 +525,7 @@ def _findings(v, err, doc, ignored_by):
         return Finding(str(doc.path), line, col, rule, ERROR, message)
 
     if err.validator in ("additionalProperties", "unevaluatedProperties") and isinstance(err.instance, dict):
-        allowed, allowed_set, choices, matches_pattern = _key_facts(v, err.schema)
+        allowed, allowed_set, choices, matches_pattern, homes = _key_facts(v, err.schema)
         # The same for every key of this mapping: worked out once (a file may hold 300,000 keys).
         where = ("" if not path else f" in {name}") + ignored_by(path)
         out = []
@@ -523,7 +535,8 @@ def _findings(v, err, doc, ignored_by):
                 continue
             # A 'did you mean' costs milliseconds (difflib against every allowed key): past the
             # first few unknown keys of one object it is a generated file, not a typo.
-            hint = _suggest(str(key), choices) if len(out) < _MAX_SUGGESTIONS else ""
+            hint = (f"; it is a key of {homes[key]}" if key in homes else
+                    _suggest(str(key), choices) if len(out) < _MAX_SUGGESTIONS else "")
             line, col = key_at(path + (key,)) or doc.where(path + (key,))  # where() from its key, as at() does
             out.append(Finding(file, line, col, "unknown-key", ERROR, f"unknown key '{key}'{where}{hint}"))
         return out or [at(path, "schema", err.message)]

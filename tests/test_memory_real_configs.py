@@ -175,3 +175,38 @@ def test_simpo_cpo_and_orpo_keep_no_reference_model(run_cli, tmp_path):
     assert (s["method"], s["trainer"], s["dpo_reference"]) == ("dpo", "trl", "precomputed")
     (tmp_path / "cpo.yaml").write_text("model_name_or_path: Qwen/Qwen2.5-7B\nloss_type: simpo\ncpo_alpha: 0.0\n")
     assert setup_of(run_cli, "--config", str(tmp_path / "cpo.yaml"))["dpo_reference"] == "precomputed"
+
+
+LF_CORPUS = Path(__file__).resolve().parent / "corpus" / "hiyouga__LLaMA-Factory"  # at ff6d4d1 (corpus SOURCES)
+
+
+@pytest.mark.parametrize("path, where", [
+    # llamafactory-cli chat / api / webchat: model and template, no stage or do_train
+    ("examples/inference/qwen3_lora_sft.yaml", "inference/qwen3_lora_sft.yaml: not a training run: an inference config"),
+    # llamafactory-cli export: merge or quantise, no training step
+    ("examples/merge_lora/qwen3_gptq.yaml", "qwen3_gptq.yaml:7: export_dir: not a training run: an export config"),
+    # `stage: sft` with do_predict alone: the sft workflow trains only under do_train
+    ("examples/extras/nlg_eval/llama3_lora_predict.yaml", "predict.yaml:11: do_predict: not a training run: a prediction"),
+    # helpers run with plain python (fire.Fire, no Trainer) that write an expanded / PiSSA-initialised model
+    ("examples/extras/llama_pro/expand.sh", "expand.sh:3: not a training run: runs python scripts/llama_pro.py"),
+    ("examples/extras/pissa/init.sh", "init.sh:3: not a training run: runs python scripts/pissa_init.py"),
+])
+def test_files_that_run_no_training_step_are_refused_by_name(run_cli, monkeypatch, path, where):
+    """LLaMA-Factory 0.9.5 trains only under do_train (train/*/workflow.py); these were estimated
+    as LoRA SFT or full fine-tuning of the model they name (exit 0)."""
+    monkeypatch.chdir(LF_CORPUS)
+    code, out, err = run_cli("estimate", "--config", path, "--gpu", "A100-80GB")
+    assert code == 2 and where in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_an_export_a_launch_script_runs_after_training_is_not_read_as_its_settings(run_cli, tmp_path):
+    """`llamafactory-cli export merge.yaml` after `llamafactory-cli train sft.yaml`: the merge
+    file's defaults replaced the training file's settings; it is passed over."""
+    sft, merge = LF_CORPUS / "examples/train_lora/qwen3_lora_sft.yaml", LF_CORPUS / "examples/merge_lora/qwen3_lora_sft.yaml"
+    (tmp_path / "run.sh").write_text(f"llamafactory-cli train {sft}\nllamafactory-cli export {merge}\n")
+    read, alone = setup_of(run_cli, "--config", str(tmp_path / "run.sh")), setup_of(run_cli, "--config", str(sft))
+    read.pop("accelerate_version"), alone.pop("accelerate_version")  # the corpus copy's pins; tmp_path has none
+    assert read == alone and (read["micro_batch"], read["grad_accum"]) == (1, 8)
+    (tmp_path / "export.sh").write_text(f"llamafactory-cli export {merge}\n")
+    code, _out, err = run_cli("estimate", "--config", str(tmp_path / "export.sh"), "--gpu", "A100-80GB")
+    assert code == 2 and "export.sh:1: not a training run: runs llamafactory-cli export, not train" in err, err

@@ -138,10 +138,25 @@ class _File:
                     raise self.error(n, f"expected {expected}, got {clip(repr(v))}") from None
         return default
 
+    def line(self, key):
+        return self.where(key)[0]
+
+    def where(self, key):
+        return (self.lines[key], None) if key in self.lines else self.cfg.doc.where((key,))
+
     def error(self, key, message):
-        line, col = (self.lines[key], None) if key in self.lines else self.cfg.doc.where((key,))
+        line, col = self.where(key)
         return UserError(f"not expressible in the memory model: {message}", path=self.cfg.path, line=line,
                          column=col, key=key)
+
+
+class NotTraining(UserError):
+    """A file that holds no training step (an inference, export or helper run): refused when it
+    is given, skipped when a launch script names it beside the run it trains (`llamafactory-cli
+    export merge.yaml` after `llamafactory-cli train sft.yaml`)."""
+
+    def __init__(self, what, path, line=None, key=None):
+        super().__init__(f"not a training run: {what}", path=path, line=line, key=key)
 
 
 def _optimizer(f: _File, key="optim"):
@@ -252,8 +267,29 @@ def _hf_fsdp(f: _File, out: dict) -> None:
         out["use_orig_params"] = _true(orig)
 
 
+def _llamafactory_trains(f: _File) -> None:
+    """LLaMA-Factory 0.9.5 trains only under TrainingArguments.do_train (default false): each
+    train/<stage>/workflow.py calls trainer.train() inside `if training_args.do_train`. Files for
+    `llamafactory-cli chat / api / webchat` (model and template: no stage, no do_train) and
+    `llamafactory-cli export` (export_dir) and do_predict / do_eval runs hold no training step,
+    and were estimated as LoRA SFT. A file naming a stage without do_train is still read as the
+    training it describes (lint's memory-fit rule passes over it instead)."""
+    if f.get("do_train") is True:
+        return
+    if f.get("export_dir") is not None:
+        raise NotTraining("an export config (export_dir, no do_train)", f.cfg.path, f.line("export_dir"), "export_dir")
+    runs = {"do_train": "do_train false", "do_predict": "a prediction run (no do_train)",
+            "do_eval": "an evaluation run (no do_train)"}
+    for key, what in runs.items():
+        if key in f.data:
+            raise NotTraining(what, f.cfg.path, f.line(key), key)
+    if "stage" not in f.data:
+        raise NotTraining("an inference config (no stage or do_train)", f.cfg.path)
+
+
 def from_llamafactory(f: _File) -> dict:
     """llamafactory/hparams (model_args, data_args, finetuning_args) as of LLaMA-Factory 0.9.5."""
+    _llamafactory_trains(f)
     stage = f.get("stage", default="sft")
     if not isinstance(stage, str) or stage not in _LF_STAGE:
         raise f.error("stage", f"LLaMA-Factory stage {stage!r} (the memory model covers sft, pt, rm, dpo, kto)")
@@ -645,6 +681,50 @@ def _trl_config_of(cfg, cmd, script) -> str | None:
     return named.pop() if len(named) == 1 else None
 
 
+# Flags a launched script takes to train (TrainingArguments', the finetune scripts' from_launch
+# reads, and the usual hand-written ones): a plain `python x.py` given one is read as a trainer.
+_TRAINING_FLAGS = (set(_LAUNCH_FIELDS) - {"model_name_or_path", "nproc_per_node", "num_gpus", "num_processes", "nnodes",
+                                          "num_machines"}) | {"do_train", "learning_rate", "num_train_epochs", "max_steps",
+                                                              "deepspeed", "fsdp", "lr", "epochs", "batch_size",
+                                                              "micro_batch_size", "train_batch_size"}
+_DISTRIBUTED = ("torchrun", "deepspeed", "accelerate", "trl")
+_PYTHON = re.compile(r"python(?:\d+(?:\.\d+)?)?$")
+
+
+def _launch_trains(cfg) -> None:
+    """Refuse a launch script none of whose commands trains. LLaMA-Factory's
+    examples/extras/llama_pro/expand.sh and pissa/init.sh run `python scripts/llama_pro.py
+    --model_name_or_path ... --output_dir ...`: helpers that write a model once (fire.Fire, no
+    Trainer), estimated as full fine-tuning of the model they name. `llamafactory-cli export |
+    chat | api | webchat` train nothing either (launcher.py: only `train` reaches run_exp). A
+    command trains when it goes through a distributed launcher, `llamafactory-cli train` or a TRL
+    trainer script, or passes a config file or a training flag; a script with no Python command
+    at all is left to the readers, as before."""
+    from ..shellcmd import flags_after
+
+    first = None
+    for cmd in cfg.commands:
+        words = cmd.words
+        head = words[0].rsplit("/", 1)[-1] if words else ""
+        module = words[words.index("-m") + 1] if "-m" in words[:-1] else None
+        script = next((j for j, w in enumerate(words) if w.endswith(".py")), None)
+        if head in ("llamafactory-cli", "lmf"):
+            if words[1:2] == ["train"]:
+                return
+            first = first or (cmd.line, f"runs {head} {' '.join(words[1:2])}, not train")
+        elif head in _DISTRIBUTED or (module or "").startswith("torch.distributed."):
+            return
+        elif _PYTHON.match(head) and (script is not None or module):
+            if any(w.endswith((".yaml", ".yml", ".json")) for w in words[1:]) or _trl_config_of(cfg, cmd, script) \
+                    or set(flags_after(cmd, 1)[0]) & _TRAINING_FLAGS:
+                return
+            ran = words[script] if script is not None else f"-m {module}"
+            first = first or (cmd.line, f"runs python {ran} with no launcher, trainer config or training flag "
+                                        "(a helper script, not a trainer)")
+    if first:
+        raise NotTraining(first[1], cfg.path, first[0])
+
+
 def from_launch(cfg, versions=None) -> dict:
     """A torchrun / deepspeed / accelerate launch of a Hugging Face Trainer script: its
     TrainingArguments flags (per_device_train_batch_size, gradient_checkpointing, bf16, optim)
@@ -771,7 +851,12 @@ def read(paths_or_configs, framework_versions=None) -> tuple[dict, dict]:
             ds = {**ds, **cfg.data}
         elif cfg.kind in _MAPPERS:
             f = _File(cfg, versions={"trl": trl} if trl else None)
-            found = _MAPPERS[cfg.kind](f)
+            try:
+                found = _MAPPERS[cfg.kind](f)
+            except NotTraining:
+                if explicit:
+                    raise
+                continue  # an export or chat config a launch script names beside its training run
             if isinstance(f.get("deepspeed"), dict):
                 # TrainingArguments and axolotl take the DeepSpeed config inline as well as a path
                 check_fields(cfg.doc, DEEPSPEED_FIELDS, under=("deepspeed",))
@@ -785,6 +870,8 @@ def read(paths_or_configs, framework_versions=None) -> tuple[dict, dict]:
             kinds.add(cfg.kind)
             out.update({k: v for k, v in found.items() if v is not None})
         elif cfg.kind == "launch":
+            if explicit:
+                _launch_trains(cfg)
             found = from_launch(cfg, {"trl": trl} if trl else None)
             unknown = unknown or found.pop("_unknown_model", None)
             if "_unresolved" in found:
@@ -794,6 +881,14 @@ def read(paths_or_configs, framework_versions=None) -> tuple[dict, dict]:
             raise UserError(f"not expressible in the memory model: a {cfg.kind} file "
                             f"(known: deepspeed, {', '.join(_MAPPERS)})", path=path)
         queue += [(ref, False) for ref in lint.references(cfg)] + _deepspeed_from_cwd(cfg, lint.references(cfg))
+    _settle(ds, out, mixed, paths)
+    if unknown and not out.get("model"):
+        out["_unknown_model"] = unknown
+    return ds, out
+
+
+def _settle(ds, out, mixed, paths) -> None:
+    """What the files decide together, once all are read."""
     if ds and out.get("framework") not in (None, "deepspeed"):
         out["framework"] = "deepspeed"
     if ds.get("optimizer"):
@@ -809,9 +904,6 @@ def read(paths_or_configs, framework_versions=None) -> tuple[dict, dict]:
         out["seq_len"] = bound
     if out.pop("_fsdp_checkpointing", False) and out.get("framework") in ("fsdp", "fsdp2"):
         out["gradient_checkpointing"] = True  # whatever the trainer file says for its own
-    if unknown and not out.get("model"):
-        out["_unknown_model"] = unknown
-    return ds, out
 
 
 def setup_from_files(paths_or_configs, framework_versions=None, given=None, defaults=None):

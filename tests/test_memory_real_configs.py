@@ -210,3 +210,37 @@ def test_an_export_a_launch_script_runs_after_training_is_not_read_as_its_settin
     (tmp_path / "export.sh").write_text(f"llamafactory-cli export {merge}\n")
     code, _out, err = run_cli("estimate", "--config", str(tmp_path / "export.sh"), "--gpu", "A100-80GB")
     assert code == 2 and "export.sh:1: not a training run: runs llamafactory-cli export, not train" in err, err
+
+
+def test_llamafactory_cli_train_flags_are_read_as_the_yaml_they_stand_for(run_cli, monkeypatch):
+    """LLaMA-Factory's examples/train_lora/qwen3_lora_sft.sh runs `llamafactory-cli train
+    --model_name_or_path ${MODEL_PATH} --stage sft --do_train ... --bf16` (read_args hands the
+    flags to HfArgumentParser): it named no model to the estimate. It is qwen3_lora_sft.yaml's
+    settings as flags, and reads as that file does."""
+    monkeypatch.chdir(LF_CORPUS)
+    flags = setup_of(run_cli, "--config", "examples/train_lora/qwen3_lora_sft.sh")
+    assert flags == setup_of(run_cli, "--config", "examples/train_lora/qwen3_lora_sft.yaml")
+    assert (flags["trainer"], flags["lora_rank"], flags["grad_accum"], flags["precision"]) == ("llamafactory", 8, 8, "bf16")
+
+
+def test_llamafactory_cli_key_value_words_override_the_yaml(run_cli, tmp_path, monkeypatch):
+    """`llamafactory-cli train cfg.yaml cutoff_len=4096 ...`: read_args merges OmegaConf.from_cli's
+    key=value words over the file. They were ignored (the file's 2048 tokens, batch 1, no
+    DeepSpeed); a `deepspeed=` word replaces the file's own config, and the launcher starts one
+    process per GPU CUDA_VISIBLE_DEVICES leaves visible."""
+    monkeypatch.chdir(LF_CORPUS)
+    run = tmp_path / "run.sh"
+    # the script is not in the working directory: it names the files by absolute path
+    run.write_text("CUDA_VISIBLE_DEVICES=0,1,2,3 llamafactory-cli train \\\n"
+                   f"    {LF_CORPUS}/examples/train_lora/qwen3_lora_sft_ds3.yaml \\\n"
+                   "    learning_rate=1e-5 cutoff_len=4096 per_device_train_batch_size=2 \\\n"
+                   f"    deepspeed={LF_CORPUS}/examples/deepspeed/ds_z2_config.json\n")
+    s = setup_of(run_cli, "--config", str(run))
+    assert (s["seq_len"], s["micro_batch"], s["gpus"], s["zero_stage"]) == (4096, 2, 4, 2)
+    assert setup_of(run_cli, "--config", "examples/train_lora/qwen3_lora_sft_ds3.yaml")["zero_stage"] == 3
+    run.write_text(f"llamafactory-cli train {LF_CORPUS}/examples/train_lora/qwen3_lora_sft.yaml\\\n  cutoff_len=long\n")
+    code, _out, err = run_cli("estimate", "--config", str(run), "--gpu", "A100-80GB")
+    assert code == 2 and "run.sh:2: cutoff_len:" in err, err  # the word's own file and line
+    run.write_text(f"llamafactory-cli train {LF_CORPUS}/examples/train_lora/qwen3_lora_sft.yaml --cutoff_len 4096\n")
+    code, _out, err = run_cli("estimate", "--config", str(run), "--gpu", "A100-80GB")
+    assert code == 2 and "run.sh:1: '--cutoff_len' after" in err and "key=value" in err, err

@@ -15,6 +15,7 @@ config's FSDP) > Setup's defaults.
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import fields
 
@@ -67,6 +68,7 @@ class _File:
         self.lines = lines or {}  # launch scripts: the line of each flag
         self.versions = versions or {}  # {framework: release} the file runs with, where known
         self.unknown_model = None  # the error for a model id the catalog lacks (_model)
+        self.paths = {}  # keys a launch's key=value words set: the launch script's path (lines: its lines)
 
     def get(self, *names, default=None):
         for n in names:
@@ -144,9 +146,12 @@ class _File:
     def where(self, key):
         return (self.lines[key], None) if key in self.lines else self.cfg.doc.where((key,))
 
+    def path(self, key):
+        return self.paths.get(key, self.cfg.path)
+
     def error(self, key, message):
         line, col = self.where(key)
-        return UserError(f"not expressible in the memory model: {message}", path=self.cfg.path, line=line,
+        return UserError(f"not expressible in the memory model: {message}", path=self.path(key), line=line,
                          column=col, key=key)
 
 
@@ -277,12 +282,13 @@ def _llamafactory_trains(f: _File) -> None:
     if f.get("do_train") is True:
         return
     if f.get("export_dir") is not None:
-        raise NotTraining("an export config (export_dir, no do_train)", f.cfg.path, f.line("export_dir"), "export_dir")
+        raise NotTraining("an export config (export_dir, no do_train)", f.path("export_dir"), f.line("export_dir"),
+                          "export_dir")
     runs = {"do_train": "do_train false", "do_predict": "a prediction run (no do_train)",
             "do_eval": "an evaluation run (no do_train)"}
     for key, what in runs.items():
         if key in f.data:
-            raise NotTraining(what, f.cfg.path, f.line(key), key)
+            raise NotTraining(what, f.path(key), f.line(key), key)
     if "stage" not in f.data:
         raise NotTraining("an inference config (no stage or do_train)", f.cfg.path)
 
@@ -725,6 +731,81 @@ def _launch_trains(cfg) -> None:
         raise NotTraining(first[1], cfg.path, first[0])
 
 
+_CONFIG_NAMES = (".yaml", ".yml", ".json")
+
+
+def _llamafactory_args(cfg, cmd):
+    """(config name or None, {key: value}, {key: line}) of a command that runs LLaMA-Factory's
+    trainer, else None. llamafactory-cli's launcher (0.9.5) hands the words after `train` to
+    run_exp unchanged (also through torchrun on several GPUs), and hparams/parser.py read_args
+    takes them as a YAML / JSON file followed by OmegaConf.from_cli key=value words (their values
+    parsed as YAML, merged over the file), or else as HfArgumentParser flags. A script run with a
+    config file first (src/train.py x.yaml key=value) reads its words alike; whether that file is
+    LLaMA-Factory's is known when it is read."""
+    import yaml
+
+    from ..shellcmd import flags_after
+
+    words = cmd.words
+    cli = bool(words) and words[0].rsplit("/", 1)[-1] in ("llamafactory-cli", "lmf") and words[1:2] == ["train"]
+    script = next((j for j, w in enumerate(words) if w.endswith(".py")), None)
+    at = 2 if cli else (script + 1 if script is not None else len(words))
+    if at >= len(words) or not (cli or words[at].endswith(_CONFIG_NAMES)):
+        return None
+    if not words[at].endswith(_CONFIG_NAMES):
+        flags = flags_after(cmd, at)[0]
+        return None, _argparse_bools({k: v for k, (v, _line) in flags.items()}), {k: n for k, (_v, n) in flags.items()}
+    data, lines = {}, {}
+    for j in range(at + 1, len(words)):
+        key, eq, value = words[j].partition("=")
+        if not eq or key.startswith("-"):
+            if cli:  # read_args would hand `--key` to HfArgumentParser.parse_dict, which refuses it
+                raise UserError(f"{clip(words[j])!r} after {words[at]}: llamafactory-cli train takes key=value words "
+                                "there (OmegaConf.from_cli)", path=cfg.path, line=cmd.word_lines[j])
+            continue
+        try:
+            data[key] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            data[key] = value
+        lines[key] = cmd.word_lines[j]
+    return words[at], data, lines
+
+
+def _llamafactory_gpus(env: dict):
+    """The processes `llamafactory-cli train` starts (launcher.py, 0.9.5): torchrun with
+    NPROC_PER_NODE, by default every visible GPU (CUDA_VISIBLE_DEVICES), times NNODES."""
+    n = env.get("NPROC_PER_NODE") or (len([d for d in env["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()])
+                                      if env.get("CUDA_VISIBLE_DEVICES") else None)
+    nodes = env.get("NNODES", "1")
+    if not (str(n).isdigit() and str(nodes).isdigit()) or int(n) < 1 or int(nodes) < 1:
+        return {}
+    return {"gpus": int(n) * int(nodes), "nodes": int(nodes)}
+
+
+def _llamafactory_launch(cfg, out: dict) -> dict:
+    """LLaMA-Factory training commands of a launch script: `llamafactory-cli train --flags` read
+    as the YAML the flags stand for; the key=value words after a config file kept for that file
+    (read() merges them over it: {config path: (launch, data, lines)})."""
+    from .. import lint
+
+    overrides, env = {}, {}
+    for cmd in cfg.commands:
+        if not cmd.words:  # `export CUDA_VISIBLE_DEVICES=0,1` on a line of its own
+            env.update(cmd.env)
+        found = _llamafactory_args(cfg, cmd)
+        if found is None:
+            continue
+        name, data, lines = found
+        if cmd.words[0].rsplit("/", 1)[-1] in ("llamafactory-cli", "lmf"):
+            out.update(_llamafactory_gpus({**env, **cmd.env}))
+        if name is None:
+            f = _File(cfg, data, lines)
+            out.update(from_llamafactory(f), _unknown_model=f.unknown_model)
+        elif lint.resolve(cfg, name):
+            overrides[os.path.realpath(lint.resolve(cfg, name))] = (cfg, data, lines)
+    return overrides
+
+
 def from_launch(cfg, versions=None) -> dict:
     """A torchrun / deepspeed / accelerate launch of a Hugging Face Trainer script: its
     TrainingArguments flags (per_device_train_batch_size, gradient_checkpointing, bf16, optim)
@@ -791,6 +872,12 @@ def from_launch(cfg, versions=None) -> dict:
     return out
 
 
+def _argparse_bools(data: dict) -> dict:
+    """HfArgumentParser's spellings of a boolean flag (`--use_peft true`, `--bf16 no`) as booleans."""
+    return {k: (str(v).lower() in ("true", "yes")) if str(v).lower() in ("true", "yes", "false", "no") else v
+            for k, v in data.items()}
+
+
 def _trl_launch(cfg, f: _File, config: str, line: int, versions) -> dict:
     """A launch of a TRL trainer script: its flags read as the TRL YAML they stand for, with
     HfArgumentParser's boolean spellings (`--use_peft true`) and the launcher's process counts."""
@@ -798,8 +885,7 @@ def _trl_launch(cfg, f: _File, config: str, line: int, versions) -> dict:
     if method is None:
         raise UserError(f"not expressible in the memory model: TRL's {config} trainer (sft, dpo and grpo are modelled)",
                         path=cfg.path, line=line)
-    spelled = {k: (str(v).lower() in ("true", "yes")) if str(v).lower() in ("true", "yes", "false", "no") else v
-               for k, v in f.data.items()}
+    spelled = _argparse_bools(f.data)
     g = _File(cfg, spelled, {k: f.lines.get(k) for k in spelled}, versions=versions)
     procs, nodes = f.int("nproc_per_node", "num_gpus", "num_processes", minimum=1), f.int("nnodes", "num_machines", minimum=1)
     out = from_trl(g, method)
@@ -835,6 +921,7 @@ def read(paths_or_configs, framework_versions=None) -> tuple[dict, dict]:
     kinds: set = set()  # kinds of the trainer and accelerate files read so far
     seen: set = set()
     unknown = None  # the first file's model id the catalog lacks
+    overrides: dict = {}  # {config path: (launch, data, lines)}: a launch's key=value words after it
     queue = [(p, True) for p in paths]
     while queue:
         path, explicit = queue.pop(0)
@@ -851,6 +938,7 @@ def read(paths_or_configs, framework_versions=None) -> tuple[dict, dict]:
             ds = {**ds, **cfg.data}
         elif cfg.kind in _MAPPERS:
             f = _File(cfg, versions={"trl": trl} if trl else None)
+            queue += _override(f, overrides.get(os.path.realpath(path)), seen)
             try:
                 found = _MAPPERS[cfg.kind](f)
             except NotTraining:
@@ -873,6 +961,8 @@ def read(paths_or_configs, framework_versions=None) -> tuple[dict, dict]:
             if explicit:
                 _launch_trains(cfg)
             found = from_launch(cfg, {"trl": trl} if trl else None)
+            overrides.update(_llamafactory_launch(cfg, found))
+            mixed.append(("launch", found.pop("mixed_precision", None)))  # `llamafactory-cli train --bf16`
             unknown = unknown or found.pop("_unknown_model", None)
             if "_unresolved" in found:
                 found["_unresolved"] = {**out.get("_unresolved", {}), **found["_unresolved"]}
@@ -885,6 +975,28 @@ def read(paths_or_configs, framework_versions=None) -> tuple[dict, dict]:
     if unknown and not out.get("model"):
         out["_unknown_model"] = unknown
     return ds, out
+
+
+def _override(f: _File, hit, seen: set) -> list:
+    """A launch's key=value words over the LLaMA-Factory config they follow (read_args:
+    OmegaConf.merge, the words win), each key placed at the launch's line. A `deepspeed=` word
+    replaces the file's own DeepSpeed config: [(that file, explicit)] to read instead."""
+    from .. import lint
+
+    if hit is None or f.cfg.kind != "llamafactory":
+        return []
+    launch, data, lines = hit
+    f.data, f.lines, f.paths = {**f.data, **data}, {**f.lines, **lines}, {k: launch.path for k in data}
+    name = data.get("deepspeed")
+    if not isinstance(name, str) or not name:
+        return []
+    given = lint.resolve(launch, name)
+    if given is None:
+        raise f.error("deepspeed", f"DeepSpeed config {name!r} not found (relative to the working directory)")
+    own = lint.resolve(f.cfg, f.cfg.data.get("deepspeed"))
+    if own and own != given:
+        seen.add(own)
+    return [(given, False)]
 
 
 def _settle(ds, out, mixed, paths) -> None:

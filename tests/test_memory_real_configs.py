@@ -244,3 +244,20 @@ def test_llamafactory_cli_key_value_words_override_the_yaml(run_cli, tmp_path, m
     run.write_text(f"llamafactory-cli train {LF_CORPUS}/examples/train_lora/qwen3_lora_sft.yaml --cutoff_len 4096\n")
     code, _out, err = run_cli("estimate", "--config", str(run), "--gpu", "A100-80GB")
     assert code == 2 and "run.sh:1: '--cutoff_len' after" in err and "key=value" in err, err
+
+
+def test_an_orpo_recipe_is_known_by_the_script_its_launch_runs(run_cli, tmp_path):
+    """alignment-handbook's zephyr-141b ORPO recipe holds only keys DPOConfig has too (beta,
+    max_prompt_length); its README launches `accelerate launch ... scripts/orpo.py --config
+    recipes/zephyr-141b-A35b/orpo/config_full.yaml`, and scripts/orpo.py parses with
+    TrlParser((ScriptArguments, ORPOConfig, ModelConfig)). Through that launch the recipe keeps no
+    reference model (it was refused as an ORPO trainer); the file alone still reads as DPO."""
+    recipe = Path(__file__).resolve().parent / "corpus" / "huggingface__alignment-handbook" / "recipes" / \
+        "zephyr-141b-A35b" / "orpo" / "config_full.yaml"
+    script = FOREIGN / "huggingface__alignment-handbook" / "scripts" / "orpo.py"
+    (tmp_path / "run.sh").write_text(f"accelerate launch --num_processes 8 {script} --config {recipe}\n")
+    model = ("--model", "meta-llama/Meta-Llama-3-8B")  # Mixtral-8x22B: a mixture of experts, not modelled
+    s = setup_of(run_cli, "--config", str(tmp_path / "run.sh"), *model)
+    assert (s["method"], s["dpo_reference"], s["seq_len"], s["gpus"], s["optimizer"]) == \
+        ("dpo", "precomputed", 2048, 8, "adamw_8bit")
+    assert setup_of(run_cli, "--config", str(recipe), *model)["dpo_reference"] == "auto"

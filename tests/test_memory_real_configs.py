@@ -261,3 +261,16 @@ def test_an_orpo_recipe_is_known_by_the_script_its_launch_runs(run_cli, tmp_path
     assert (s["method"], s["dpo_reference"], s["seq_len"], s["gpus"], s["optimizer"]) == \
         ("dpo", "precomputed", 2048, 8, "adamw_8bit")
     assert setup_of(run_cli, "--config", str(recipe), *model)["dpo_reference"] == "auto"
+
+
+def test_a_plain_python_run_of_a_script_that_trains_is_not_called_a_helper(run_cli, tmp_path):
+    """`python finetune.py --model_name_or_path X` with every training setting at the script's
+    defaults trains when the script at hand does (trainer.train()); one that only writes a model
+    (LLaMA-Factory's scripts/llama_pro.py: fire.Fire, no Trainer) is refused."""
+    (tmp_path / "finetune.py").write_text("trainer = Trainer(model=model, args=args)\ntrainer.train()\n")
+    (tmp_path / "helper.py").write_text("import fire\nfire.Fire(block_expansion)\n")
+    for name in ("finetune", "helper"):
+        (tmp_path / f"{name}.sh").write_text(f"python {name}.py --model_name_or_path Qwen/Qwen2.5-7B\n")
+    assert setup_of(run_cli, "--config", str(tmp_path / "finetune.sh"))["model"] == "Qwen/Qwen2.5-7B"
+    code, _out, err = run_cli("estimate", "--config", str(tmp_path / "helper.sh"), "--gpu", "A100-80GB")
+    assert code == 2 and "helper.sh:1: not a training run: runs python helper.py" in err, err

@@ -697,6 +697,24 @@ _DISTRIBUTED = ("torchrun", "deepspeed", "accelerate", "trl")
 _PYTHON = re.compile(r"python(?:\d+(?:\.\d+)?)?$")
 
 
+# A script that trains by itself, with every setting at its default (alpaca-lora's finetune.py
+# run with --base_model and --data_path alone): a Trainer, its train() or a backward pass.
+_TRAINS = re.compile(r"\.train\(|Trainer\(|\.backward\(")
+
+
+def _script_text(cfg, name):
+    """The text of a script a launch runs, found where the launch finds it (its working directory,
+    the launch script's folder, the estimate's), else None."""
+    for base in (cfg.root, os.path.dirname(str(cfg.path)), ""):
+        path = os.path.join(base or "", name)
+        if base is not None and os.path.isfile(path):
+            try:
+                return sources.read_text(path, max_bytes=MAX_SCRIPT_BYTES)
+            except UserError:
+                return None
+    return None
+
+
 def _launch_trains(cfg) -> None:
     """Refuse a launch script none of whose commands trains. LLaMA-Factory's
     examples/extras/llama_pro/expand.sh and pissa/init.sh run `python scripts/llama_pro.py
@@ -704,8 +722,8 @@ def _launch_trains(cfg) -> None:
     Trainer), estimated as full fine-tuning of the model they name. `llamafactory-cli export |
     chat | api | webchat` train nothing either (launcher.py: only `train` reaches run_exp). A
     command trains when it goes through a distributed launcher, `llamafactory-cli train` or a TRL
-    trainer script, or passes a config file or a training flag; a script with no Python command
-    at all is left to the readers, as before."""
+    trainer script, passes a config file or a training flag, or runs a script at hand that trains
+    (_TRAINS); a script with no Python command at all is left to the readers, as before."""
     from ..shellcmd import flags_after
 
     first = None
@@ -721,8 +739,9 @@ def _launch_trains(cfg) -> None:
         elif head in _DISTRIBUTED or (module or "").startswith("torch.distributed."):
             return
         elif _PYTHON.match(head) and (script is not None or module):
+            text = _script_text(cfg, words[script]) if script is not None else None
             if any(w.endswith((".yaml", ".yml", ".json")) for w in words[1:]) or _trl_config_of(cfg, cmd, script) \
-                    or set(flags_after(cmd, 1)[0]) & _TRAINING_FLAGS:
+                    or set(flags_after(cmd, 1)[0]) & _TRAINING_FLAGS or (text and _TRAINS.search(text)):
                 return
             ran = words[script] if script is not None else f"-m {module}"
             first = first or (cmd.line, f"runs python {ran} with no launcher, trainer config or training flag "

@@ -902,8 +902,8 @@ def _trl_launch(cfg, f: _File, config: str, line: int, versions) -> dict:
     HfArgumentParser's boolean spellings (`--use_peft true`) and the launcher's process counts."""
     method = _TRL_CONFIGS[config]
     if method is None:
-        raise UserError(f"not expressible in the memory model: TRL's {config} trainer (sft, dpo and grpo are modelled)",
-                        path=cfg.path, line=line)
+        raise UserError(f"not expressible in the memory model: TRL's {config} trainer "
+                        "(sft, dpo, cpo, orpo and grpo are modelled)", path=cfg.path, line=line)
     spelled = _argparse_bools(f.data)
     g = _File(cfg, spelled, {k: f.lines.get(k) for k in spelled}, versions=versions)
     procs, nodes = f.int("nproc_per_node", "num_gpus", "num_processes", minimum=1), f.int("nnodes", "num_machines", minimum=1)

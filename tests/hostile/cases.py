@@ -499,7 +499,7 @@ def output_cases():
     full = {f"out/{n}": b"old\n" for n in ("ds.json", "dpo.yaml", "launch.sh")}
     R = lambda *a: (DPO, "-o", *a)
     c = [
-        Case(id="o/target-is-file", verb="render", args=R("{d}/out"), files={"out": b"x"}, names=("out",),
+        Case(id="o/target-is-file", verb="render", args=R("{d}/out"), files={"out": b"x"}, names=("out", "is a regular file"),
              why="-o onto a regular file: refuse naming it, leave it alone"),
         Case(id="o/target-under-file", verb="render", args=R("{d}/f/out"), files={"f": b"x"}, names=("f",),
              why="-o below a regular file: refuse"),
@@ -550,6 +550,7 @@ def svg_cases():
         out.append(Case(id=f"svg-{mode}/ok", verb="estimate", args=(*head, "--svg", "{d}/c.svg"), expect=(0, 3),
                         writes=("c.svg",), why="--svg into a plain new file works"))
     return out
+
 
 
 # --- recipe folders given by path: untrusted ---------------------------------------------------
@@ -772,7 +773,29 @@ def misc_cases():
         Case(id="list/plain", verb="list", args=(), expect=(0,), why="list works"),
         Case(id="list/json-fsize", verb="list", args=("--json",), fsize=1 << 20, expect=(0,), why="list writes nothing but stdout"),
         Case(id="show/ok", verb="show", args=(DPO,), expect=(0,), why="show works"),
-    ]
+    ] + regen_cases()
+
+
+def regen_cases():
+    """regen of a recipe folder whose rendered/ holds what a regular file should be: refused naming
+    it (a fifo must not block even --check); a stale set is replaced whole."""
+    rendered = f"r/{DPO}/rendered"
+    specials = {"fifo": ({f"{rendered}/ds.json": Fifo()}, ("ds.json",)),
+                "symlink-out": ({"secret": b"mine\n", f"{rendered}/ds.json": Link("{d}/secret")}, ("ds.json",)),
+                "dir": ({f"{rendered}/ds.json": Dir()}, ("ds.json",)),
+                "loop": ({f"{rendered}/ds.json": Link("{d}/" + rendered + "/ds.json")}, ("ds.json",)),
+                "rendered-is-file": ({rendered: b"x\n"}, ("rendered", "is a regular file"))}
+    out = []
+    for sid, (files, names) in specials.items():
+        files = {f"r/{DPO}": RecipeCopy(DPO), **files}
+        out.append(Case(id=f"regen-rendered/{sid}", verb="regen", args=("{d}/r/" + DPO,), files=files, names=names,
+                        why=f"rendered/ holds a {sid} where a generated file goes: exit 2 naming it, nothing replaced"))
+        out.append(Case(id=f"regen-rendered/check-{sid}", verb="regen", args=("--check", "{d}/r/" + DPO), files=files,
+                        expect=(1, 2), names=names, why=f"--check beside a {sid}: stale (1) or refused (2), never blocked"))
+    out.append(Case(id="regen-rendered/stale", verb="regen", args=("{d}/r/" + DPO,), expect=(0,), writes=(rendered,),
+                    files={f"r/{DPO}": RecipeCopy(DPO), f"{rendered}/ds.json": b"stale\n", f"{rendered}/notes.txt": b"x\n"},
+                    why="a stale rendered/ is replaced by the whole new set"))
+    return out
 
 
 def all_cases():

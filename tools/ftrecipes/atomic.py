@@ -167,7 +167,9 @@ def _fsync_dir(path):
 
 
 def _kind(mode):
-    for test, word in ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a fifo"),
+    # "a regular file" first: -o onto a file said it "exists and is not a regular file"
+    for test, word in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
+                       (stat.S_ISFIFO, "a fifo"),
                        (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
         if test(mode):
             return word

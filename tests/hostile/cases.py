@@ -773,7 +773,19 @@ def misc_cases():
         Case(id="list/plain", verb="list", args=(), expect=(0,), why="list works"),
         Case(id="list/json-fsize", verb="list", args=("--json",), fsize=1 << 20, expect=(0,), why="list writes nothing but stdout"),
         Case(id="show/ok", verb="show", args=(DPO,), expect=(0,), why="show works"),
-    ] + regen_cases()
+    ] + regen_cases() + lora_rank_zero_cases()
+
+
+def lora_rank_zero_cases():
+    """--set lora_rank=0 on a LoRA recipe: PEFT refuses r <= 0 (LoraLayer.update_layer), so the
+    value is bad input at --set, not a rendered file the trainer refuses or an estimate of a run
+    that cannot start (found by fuzzing every recipe's schema keys with --set)."""
+    out = []
+    for recipe in ("mistral7b-qlora-4090x1", GRPO):
+        for verb in ("render", "estimate"):
+            out.append(Case(id=f"{verb}-set/lora-rank-zero-{recipe}", verb=verb, args=(recipe, "--set", "lora_rank=0"),
+                            names=("lora_rank",), why="LoRA rank 0: PEFT refuses it; exit 2 naming --set lora_rank"))
+    return out
 
 
 def regen_cases():

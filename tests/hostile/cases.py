@@ -549,8 +549,22 @@ def svg_cases():
                             why=f"--svg onto {why}"))
         out.append(Case(id=f"svg-{mode}/ok", verb="estimate", args=(*head, "--svg", "{d}/c.svg"), expect=(0, 3),
                         writes=("c.svg",), why="--svg into a plain new file works"))
+        out += svg_path_cases(mode, head)
     return out
 
+
+def svg_path_cases(mode, head):
+    """--svg paths read as text: '' was taken as "no chart", and os.path.abspath turned
+    "c.svg/" into a file c.svg and folded "nodir/.." or "link/.." away before the kernel saw them."""
+    odd = {"empty": ("", {}, ("svg",)), "trailing-slash": ("{d}/c.svg/", {}, ("c.svg/",)),
+           "trailing-dot": ("{d}/c.svg/.", {}, ("c.svg/.",)), "missing-dotdot": ("{d}/nodir/../c.svg", {}, ("nodir",))}
+    out = [Case(id=f"svg-{mode}/{tid}", verb="estimate", args=(*head, "--svg", target), files=files, names=names,
+                why=f"--svg {target!r}: no file that name can be; exit 2 naming it, nothing written")
+           for tid, (target, files, names) in odd.items()]
+    out.append(Case(id=f"svg-{mode}/link-dotdot", verb="estimate", args=(*head, "--svg", "{d}/lnk/../c.svg"), expect=(0, 3),
+                    files={"real/inner": Dir(), "lnk": Link("{d}/real/inner")}, writes=("real/c.svg",),
+                    why="lnk/../c.svg is real/c.svg to the kernel (lnk's target's parent), not c.svg beside lnk"))
+    return out
 
 
 # --- recipe folders given by path: untrusted ---------------------------------------------------

@@ -198,7 +198,7 @@ def write_one(path, text, executable=False):
     so is a symbolic link: replacing the link would silently detach whatever it points to, and
     writing through it would write outside the folder the user named.
     """
-    path = Path(os.path.abspath(path))
+    path = _file_path(path)
     parent = _parent_of(path)
     _refuse_non_regular(path)
     tmp = parent / f".{path.name}.ftrecipes-{os.getpid()}-new"
@@ -216,6 +216,19 @@ def write_one(path, text, executable=False):
             os.unlink(tmp)
         raise
     return path
+
+
+def _file_path(given):
+    """given as an absolute path to a file. Not os.path.abspath: it drops a trailing "/" and folds
+    "x/.." away as text, so "x.svg/" became a file x.svg and "missing/../c.svg" or "link/../c.svg"
+    was written where the kernel would not put it (no folder missing/, beside the link rather than
+    beside its target)."""
+    text = os.fspath(given)
+    if not text:
+        raise UserError("an empty file name")
+    if text.endswith(os.sep) or os.path.basename(text) in (".", ".."):
+        raise UserError("names a folder, not a file; give the file's name", path=text)
+    return Path(os.getcwd(), text)
 
 
 def _clean_leftover(tmp):

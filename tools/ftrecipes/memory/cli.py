@@ -29,6 +29,13 @@ def count(minimum):
     return parse
 
 
+def file_name(text):
+    """argparse type: a file to write; '' would otherwise be taken as "no chart" and skipped."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty file name")
+    return text
+
+
 def amount(low, high, high_included=True):
     """argparse type: a finite number above low, up to high (NaN and inf are not amounts)."""
     def parse(text):
@@ -105,7 +112,7 @@ def _add_estimate(sp):
     p.add_argument("--model-states-only", action="store_true",
                    help="per-GPU model states as the ZeRO paper counts them (2Ψ+2Ψ+12Ψ by stage)")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--svg", metavar="FILE", help="write a memory breakdown chart")
+    p.add_argument("--svg", metavar="FILE", type=file_name, help="write a memory breakdown chart")
     p.set_defaults(func=main, memory_command="estimate", estimate_parser=p)
     return p
 

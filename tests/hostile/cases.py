@@ -741,6 +741,25 @@ def plan_flag_cases():
     return out
 
 
+def plan_name_cases():
+    """plan -o DIR --name NAME writes DIR/NAME: a name that is a path (../x, a/b) wrote outside
+    or below DIR, as the last part alone was checked; a name the file system cannot hold (over
+    255 bytes) was a traceback, in plan's staging and in render -o's target check alike."""
+    base = ("--model", "Qwen2.5-7B", "--method", "lora", "--gpus", "8xA100-80GB", "--seq-len", "2048", "--global-batch", "64")
+    long = "n" * 300
+    out = [Case(id=f"plan-name/{nid}", verb="plan", args=(*base, "-o", "{d}/out", "--name", name), names=("--name",),
+                why=f"--name {name[:20]!r} is no recipe name: exit 2 naming --name, nothing written")
+           for nid, name in {"dotdot": "../evil", "slash": "a/b", "empty": "", "dot": ".", "long": long}.items()]
+    out.append(Case(id="plan-name/o-long", verb="plan", args=(*base, "-o", "{d}/" + long), names=("-o",),
+                    why="-o DIR whose name is over 255 bytes: exit 2, no traceback"))
+    out.append(Case(id="plan-name/valid", verb="plan", args=(*base, "-o", "{d}/out", "--name", "ok"), expect=(0, 2),
+                    writes=("out",), names=("-o",), why="a valid plan -o: written (0), or from a copy without the "
+                    "checkout's test pins a one-line refusal (2), never a traceback"))
+    out.append(Case(id="o/target-name-too-long", verb="render", args=(DPO, "-o", "{d}/" + long), names=("nnnnnnnn",),
+                    why="-o into a folder whose name is over 255 bytes: exit 2 naming it, no traceback"))
+    return out
+
+
 def ref_cases():
     """Paths that configs name: lint follows them, so they are input too."""
     acc = m.accelerate_yaml()
@@ -827,7 +846,7 @@ def regen_cases():
 def all_cases():
     out = (payload_cases() + semantic_cases() + valid_cases() + output_cases() + recipe_cases()
            + name_cases() + flag_cases() + ref_cases() + misc_cases() + trainer_config_cases() + stream_cases()
-           + plan_flag_cases() + terminal_cases())
+           + plan_flag_cases() + terminal_cases() + plan_name_cases())
     ids = [c.id for c in out]
     dupes = {i for i in ids if ids.count(i) > 1}
     assert not dupes, dupes

@@ -317,7 +317,13 @@ def _make_parents(folder):
 def _resolve_target(directory):
     # -o LINK where LINK points to a folder writes into that folder: the swap happens where the
     # files live, and the link keeps pointing at them.
-    if directory.is_symlink():
+    try:
+        is_link = stat.S_ISLNK(os.lstat(directory).st_mode)
+    except FileNotFoundError:
+        return directory
+    except OSError as exc:  # a name over 255 bytes (ENAMETOOLONG), a search-denied folder
+        raise UserError(f"cannot write: {exc.strerror}", path=directory) from None
+    if is_link:
         if not directory.is_dir():
             raise UserError("is a symbolic link to something that is not a directory", path=directory)
         return Path(os.path.realpath(directory))

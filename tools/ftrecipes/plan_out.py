@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .errors import UserError, one_line
+from .errors import UserError, clip, one_line
 
 # The rendering side (jinja2, the recipe loader, lint) is imported where a recipe is written:
 # plain `plan` imports this module only to say which candidates -o would not write.
@@ -238,7 +238,12 @@ def _pins(stack: str) -> dict:
     """tested_with: the exact pins of the stack's test venv (tests/envs/<stack>/requirements.txt)."""
     from . import paths, sources
 
-    path = paths.repo_root() / "tests" / "envs" / stack / "requirements.txt"
+    root = paths.repo_root()
+    if root is None:  # an installed wheel: None / "tests" was a TypeError traceback
+        raise UserError(f"-o writes the pins of the {stack} test environment (tests/envs/{stack}/requirements.txt) as "
+                        "the recipe's tested_with, and an installed ftrecipes has no checkout to read them from; "
+                        "run plan -o from a checkout")
+    path = root / "tests" / "envs" / stack / "requirements.txt"
     want = {"trl": ("trl", "transformers", "accelerate", "deepspeed", "peft", "torch"),
             "llamafactory": ("llamafactory", "transformers", "deepspeed", "peft", "torch"),
             "openrlhf": ("openrlhf", "deepspeed", "transformers", "torch")}[stack]
@@ -412,6 +417,10 @@ def _stage(c, runner_up, a, w: Writer, passed: list, tmp: Path):
     return files, []
 
 
+_RECIPE_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,199}")
+_NAME_RULE = "a recipe name is up to 200 lower-case letters, digits, '.', '_' and '-', starting with a letter or digit"
+
+
 def write(ranked: list, fastest, a) -> int:
     """Write the first of `ranked` (the search limited to `expressible` setups) whose files lint
     clean to a.output as a recipe folder; `fastest` is the unrestricted winner, named in the
@@ -420,10 +429,15 @@ def write(ranked: list, fastest, a) -> int:
     from .plan import describe
 
     # -o DIR writes the folder DIR; with --name, the folder DIR/NAME (e.g. -o recipes --name x)
+    # The name given is checked, not the last part of DIR/NAME: --name ../x passed as "x" and
+    # wrote beside DIR, --name a/b wrote DIR/a/b. 200 characters leave room under the file
+    # system's 255 for the hidden staging folder beside it (.NAME.ftrecipes-PID-new).
+    if a.name is not None and not _RECIPE_NAME.fullmatch(a.name):
+        raise UserError(f"--name {clip(repr(a.name))}: {_NAME_RULE}")
     out = Path(a.output) / a.name if a.name else Path(a.output)
     a.name = out.name
-    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", a.name):
-        raise UserError(f"--name {a.name!r}: a recipe name is lower-case letters, digits, '.', '_' and '-'")
+    if not _RECIPE_NAME.fullmatch(a.name):
+        raise UserError(f"-o {clip(repr(a.output))}: the folder's name is the recipe's name: {_NAME_RULE}")
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not a.force:
         raise UserError("exists and is not empty; use --force to replace it", path=out)
     w = WRITERS[a.framework]

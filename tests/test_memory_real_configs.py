@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 FOREIGN = Path(__file__).resolve().parent / "foreign"
+# the lint corpus holds QwenLM/Qwen's finetune/ at 2df8e8a already (tests/corpus/SOURCES.yaml)
+CORPUS = Path(__file__).resolve().parent / "corpus"
 
 
 def setup_of(run_cli, *args):
@@ -36,7 +38,7 @@ def test_a_launch_value_only_the_running_shell_knows_is_given_by_the_matching_fl
     `python -c 'import torch; ...device_count()'` when the job runs. That was an error even next
     to `--gpus 8`, which beats the files; now --gpus gives it, and without it the error names the
     line and key and says which flag to pass."""
-    monkeypatch.chdir(FOREIGN / "QwenLM__Qwen")
+    monkeypatch.chdir(CORPUS / "QwenLM__Qwen")
     code, _out, err = run_cli("estimate", "--config", "finetune/finetune_lora_ds.sh", "--gpu", "A100-80GB")
     assert code == 2
     assert "finetune/finetune_lora_ds.sh:65" in err and "nproc_per_node" in err and "pass --gpus" in err
@@ -49,7 +51,7 @@ def test_a_scripts_argument_loop_does_not_replace_its_defaults(run_cli, monkeypa
     then reassigns both from $1 in a `while [[ "$1" != "" ]]; case ...` loop that runs only when
     the script is given arguments. Read as the last assignment, the model was '$1' and the
     DeepSpeed config was not followed: ZeRO stage 0 instead of the file's 2."""
-    monkeypatch.chdir(FOREIGN / "QwenLM__Qwen")
+    monkeypatch.chdir(CORPUS / "QwenLM__Qwen")
     s = setup_of(run_cli, "--config", "finetune/finetune_lora_ds.sh", "--gpus", "8")
     assert (s["model"], s["framework"], s["zero_stage"]) == ("Qwen/Qwen-7B", "deepspeed", 2)
     # finetune.py's LoraArguments default lora_r to 64; the script passes --use_lora

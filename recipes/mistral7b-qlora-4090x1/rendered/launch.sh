@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rendered by ftrecipes from mistral7b-qlora-4090x1@1.0.6; edit the recipe, not this file.
+# Rendered by ftrecipes from mistral7b-qlora-4090x1@1.0.7; edit the recipe, not this file.
 # QLoRA SFT on one GPU: mistralai/Mistral-7B-v0.1 in 4-bit NF4, LoRA r32, 2 x 8192 tokens per step.
 # Run from the folder holding these files.
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rendered by ftrecipes from qwen7b-lora-h100x8@1.1.7; edit the recipe, not this file.
+# Rendered by ftrecipes from qwen7b-lora-h100x8@1.1.8; edit the recipe, not this file.
 # GRPO + LoRA on one 8-GPU node: vLLM generation server on GPUs 0,1,2,3,
 # training on GPUs 4,5,6,7. Run from the folder holding these files.
 set -euo pipefail

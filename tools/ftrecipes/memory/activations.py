@@ -129,7 +129,7 @@ def lora_params_per_layer(shape: ModelShape, rank: int, targets: tuple[str, ...]
 # (peft/utils/other.py), so each name adds that module's parameters once more, all trainable.
 # A VLM's vision tower is trained in place instead (MiniCPM-V finetune.py: tune_vision sets
 # requires_grad on model.vpm next to the LoRA adapters): trainable, but no copy.
-_SAVED_MODULES = {"embed_tokens": "embed", "wte": "embed", "word_embeddings": "embed",
+SAVED_MODULES = {"embed_tokens": "embed", "wte": "embed", "word_embeddings": "embed",
                   "lm_head": "head", "output": "head", "score": "head", "norm": "norm",
                   "resampler": "projector", "multi_modal_projector": "projector", "mm_projector": "projector",
                   "vpm": "tower", "vision_tower": "tower", "visual": "tower"}
@@ -139,9 +139,9 @@ def modules_to_save_split(shape: ModelShape, names) -> tuple[int, int]:
     """(parameters copied by PEFT, parameters trained in place) for LoRA's fully trained modules."""
     copied = in_place = 0
     for name in names or ():
-        kind = _SAVED_MODULES.get(name.strip())
+        kind = SAVED_MODULES.get(name.strip())
         if kind is None:
-            raise ValueError(f"modules_to_save: unknown module {name!r}; known: {', '.join(_SAVED_MODULES)}")
+            raise ValueError(f"modules_to_save: unknown module {name!r}; known: {', '.join(SAVED_MODULES)}")
         if kind in ("projector", "tower") and shape.vision is None:
             raise ValueError(f"modules_to_save: {name!r} needs a vision-language model")
         if kind == "tower":

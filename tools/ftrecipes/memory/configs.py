@@ -23,7 +23,7 @@ from .. import sources
 from ..errors import UserError, clip
 from .inputs import DEEPSPEED_FIELDS, check_fields
 from . import catalog, trl_head
-from .activations import _SAVED_MODULES as SAVED_MODULES  # what modules_to_save_split counts
+from .activations import SAVED_MODULES  # what modules_to_save_split counts
 
 # transformers' OptimizerNames (training_args.py) -> Setup.optimizer
 _HF_OPTIM = {
@@ -656,24 +656,17 @@ def _trl_config_of(cfg, cmd, script) -> str | None:
     """The TRL trainer config a launch runs: `trl <command>`, or a script whose TrlParser /
     HfArgumentParser tuple names one (TRL's examples/scripts and trl/scripts, and scripts written
     after them). Such flags fill the same dataclasses as a TRL YAML, so they are read as one."""
-    import os
-
     words = cmd.words
     if script is None:
         at = next((i for i, w in enumerate(words) if os.path.basename(w) == "trl"), None)
         return _TRL_COMMANDS.get(words[at + 1]) if at is not None and at + 1 < len(words) else None
-    for base in (cfg.root, os.path.dirname(str(cfg.path)), ""):
-        path = os.path.join(base or "", words[script])
-        if base is not None and os.path.isfile(path):
-            break
-    else:
+    if _script_path(cfg, words[script]) is None:
         # TRL's documentation launches its scripts from a checkout of TRL (accelerate launch
         # trl/scripts/dpo.py ...): the path names the command even where no such file is at hand
         parts = words[script].replace("\\", "/").split("/")
         return _TRL_COMMANDS.get(parts[-1][:-3]) if parts[-3:-1] == ["trl", "scripts"] else None
-    try:
-        text = sources.read_text(path, max_bytes=MAX_SCRIPT_BYTES)
-    except UserError:
+    text = _script_text(cfg, words[script])
+    if text is None:
         return None  # an unreadable script says nothing about its trainer; the flags are read as TrainingArguments'
     for group in _PARSER_TUPLE.findall(text):
         hit = next((n for n in re.findall(r"\w+", group) if n in _TRL_CONFIGS), None)
@@ -702,17 +695,32 @@ _PYTHON = re.compile(r"python(?:\d+(?:\.\d+)?)?$")
 _TRAINS = re.compile(r"\.train\(|Trainer\(|\.backward\(")
 
 
-def _script_text(cfg, name):
-    """The text of a script a launch runs, found where the launch finds it (its working directory,
-    the launch script's folder, the estimate's), else None."""
+_CONFIG_NAMES = (".yaml", ".yml", ".json")
+_LF_CLI = ("llamafactory-cli", "lmf")
+
+
+def _program(words) -> str:
+    """The program a command runs, without its folder (`/usr/bin/python3` -> python3)."""
+    return words[0].rsplit("/", 1)[-1] if words else ""
+
+
+def _script_path(cfg, name):
+    """A script a launch runs, found where the launch finds it (its working directory, the launch
+    script's folder, the estimate's), else None."""
     for base in (cfg.root, os.path.dirname(str(cfg.path)), ""):
         path = os.path.join(base or "", name)
         if base is not None and os.path.isfile(path):
-            try:
-                return sources.read_text(path, max_bytes=MAX_SCRIPT_BYTES)
-            except UserError:
-                return None
+            return path
     return None
+
+
+def _script_text(cfg, name):
+    """The text of that script, else None (not at hand, or unreadable: it then says nothing)."""
+    path = _script_path(cfg, name)
+    try:
+        return sources.read_text(path, max_bytes=MAX_SCRIPT_BYTES) if path else None
+    except UserError:
+        return None
 
 
 def _launch_trains(cfg) -> None:
@@ -729,10 +737,10 @@ def _launch_trains(cfg) -> None:
     first = None
     for cmd in cfg.commands:
         words = cmd.words
-        head = words[0].rsplit("/", 1)[-1] if words else ""
+        head = _program(words)
         module = words[words.index("-m") + 1] if "-m" in words[:-1] else None
         script = next((j for j, w in enumerate(words) if w.endswith(".py")), None)
-        if head in ("llamafactory-cli", "lmf"):
+        if head in _LF_CLI:
             if words[1:2] == ["train"]:
                 return
             first = first or (cmd.line, f"runs {head} {' '.join(words[1:2])}, not train")
@@ -740,7 +748,7 @@ def _launch_trains(cfg) -> None:
             return
         elif _PYTHON.match(head) and (script is not None or module):
             text = _script_text(cfg, words[script]) if script is not None else None
-            if any(w.endswith((".yaml", ".yml", ".json")) for w in words[1:]) or _trl_config_of(cfg, cmd, script) \
+            if any(w.endswith(_CONFIG_NAMES) for w in words[1:]) or _trl_config_of(cfg, cmd, script) \
                     or set(flags_after(cmd, 1)[0]) & _TRAINING_FLAGS or (text and _TRAINS.search(text)):
                 return
             ran = words[script] if script is not None else f"-m {module}"
@@ -748,9 +756,6 @@ def _launch_trains(cfg) -> None:
                                         "(a helper script, not a trainer)")
     if first:
         raise NotTraining(first[1], cfg.path, first[0])
-
-
-_CONFIG_NAMES = (".yaml", ".yml", ".json")
 
 
 def _llamafactory_args(cfg, cmd):
@@ -766,7 +771,7 @@ def _llamafactory_args(cfg, cmd):
     from ..shellcmd import flags_after
 
     words = cmd.words
-    cli = bool(words) and words[0].rsplit("/", 1)[-1] in ("llamafactory-cli", "lmf") and words[1:2] == ["train"]
+    cli = _program(words) in _LF_CLI and words[1:2] == ["train"]
     script = next((j for j, w in enumerate(words) if w.endswith(".py")), None)
     at = 2 if cli else (script + 1 if script is not None else len(words))
     if at >= len(words) or not (cli or words[at].endswith(_CONFIG_NAMES)):
@@ -815,7 +820,7 @@ def _llamafactory_launch(cfg, out: dict) -> dict:
         if found is None:
             continue
         name, data, lines = found
-        if cmd.words[0].rsplit("/", 1)[-1] in ("llamafactory-cli", "lmf"):
+        if _program(cmd.words) in _LF_CLI:
             out.update(_llamafactory_gpus({**env, **cmd.env}))
         if name is None:
             f = _File(cfg, data, lines)
@@ -872,14 +877,13 @@ def from_launch(cfg, versions=None) -> dict:
                 # a training script that builds its own DeepSpeed config from flags (DeepSpeed-Chat's
                 # main.py), not a TrainingArguments script: its ZeRO stage is not read here
                 raise f.error(key, f"--{key}: the script builds its own DeepSpeed config (pass it with --config as JSON)")
-        procs, nodes = f.int("nproc_per_node", "num_gpus", "num_processes", minimum=1), f.int("nnodes", "num_machines", minimum=1)
         lora = _true(f.get("use_lora", default=False))
         out.update({"micro_batch": f.int("per_device_train_batch_size", minimum=1), "seq_len": f.int("model_max_length", minimum=1),
                     "grad_accum": f.int("gradient_accumulation_steps", minimum=1),
                     "gradient_checkpointing": _true(f.get("gradient_checkpointing")) if "gradient_checkpointing" in f.data else None,
                     "precision": "bf16" if _true(f.get("bf16")) else ("fp16" if _true(f.get("fp16")) else None),
                     "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f, "model_name_or_path"),
-                    "gpus": procs * (nodes or 1) if procs else None, "nodes": nodes,
+                    **_processes(f),
                     "lora_rank": (f.int("lora_r", default=64, minimum=1) if lora else 0) if "use_lora" in f.data else None,
                     # both finetune.py's LoraArguments default lora_dropout to 0.05
                     "lora_dropout": f.probability("lora_dropout", default=0.05) if lora else None,
@@ -889,6 +893,12 @@ def from_launch(cfg, versions=None) -> dict:
             out["image_slices"] = slices + 1  # the slices plus the downscaled overview image
         out["_unknown_model"] = f.unknown_model
     return out
+
+
+def _processes(f: _File) -> dict:
+    """gpus and nodes from the launcher's flags (torchrun / deepspeed / accelerate launch); None where unsaid."""
+    procs, nodes = f.int("nproc_per_node", "num_gpus", "num_processes", minimum=1), f.int("nnodes", "num_machines", minimum=1)
+    return {"gpus": procs * (nodes or 1) if procs else None, "nodes": nodes}
 
 
 def _argparse_bools(data: dict) -> dict:
@@ -906,9 +916,7 @@ def _trl_launch(cfg, f: _File, config: str, line: int, versions) -> dict:
                         "(sft, dpo, cpo, orpo and grpo are modelled)", path=cfg.path, line=line)
     spelled = _argparse_bools(f.data)
     g = _File(cfg, spelled, {k: f.lines.get(k) for k in spelled}, versions=versions)
-    procs, nodes = f.int("nproc_per_node", "num_gpus", "num_processes", minimum=1), f.int("nnodes", "num_machines", minimum=1)
-    out = from_trl(g, method)
-    out.update(gpus=procs * (nodes or 1) if procs else None, nodes=nodes, _unknown_model=g.unknown_model)
+    out = {**from_trl(g, method), **_processes(f), "_unknown_model": g.unknown_model}
     if config in _NO_REFERENCE_CONFIGS:
         out["dpo_reference"] = "precomputed"  # CPOTrainer / ORPOTrainer: no reference model
     return out

@@ -225,6 +225,11 @@ def test_paged_optimizer_states_leave_the_gpu_budget():
     r = estimate(Setup(**base, optimizer="paged_adamw_8bit"))
     assert phase(r, "step")["optimizer"] < 1e8  # only the step's temporaries stay
     assert r.host["offloaded_states"] > 0
+    # ... and bitsandbytes pages them (cudaMallocManaged), it does not pin them: the note that
+    # pinned states need that much free RAM must not speak of them (it said "0.0 GiB ... pinned")
+    assert not [n for n in r.notes if "pinned" in n], r.notes
+    full = estimate(Setup(model="Qwen2.5-7B", framework="fsdp", gpus=2, fsdp_offload=True, optimizer="paged_adamw_8bit"))
+    assert [n for n in full.notes if "pinned" in n]  # FSDP's CPUOffload shards are pinned
 
 
 def test_sgd_has_no_state():

@@ -749,8 +749,9 @@ def _host(c: _Plan) -> tuple[dict, float]:
     host = host_bytes(states_host_per_process=ms.host, processes_per_node=procs, model_load_bytes=c.p * c.total,
                       zero3_init=c.stage == 3 and s.zero3_init, pinned_buffer_bytes=pinned)
     host_peak = host["process_overhead"] + max(host["model_loading"], host["offloaded_states"] + host["pinned_buffers"])
-    if ms.host and s.pin_memory:
-        c.notes.append(f"{ms.host * procs / GiB:.1f} GiB of offloaded states are pinned: pinned memory cannot be "
+    pinned_states = (ms.host - ms.host_paged) * procs
+    if pinned_states >= 0.05 * GiB and s.pin_memory:
+        c.notes.append(f"{pinned_states / GiB:.1f} GiB of offloaded states are pinned: pinned memory cannot be "
                        "swapped out, the node needs that much free RAM")
     return host, host_peak
 

@@ -38,6 +38,9 @@ class ModelStates:
     host_grads: float = 0.0
     host_master: float = 0.0
     host_optimizer: float = 0.0
+    # of host_optimizer, bytes bitsandbytes pages in CUDA unified memory (paged optimizers): the
+    # driver migrates them, so unlike DeepSpeed's and FSDP's offloaded states they are not pinned
+    host_paged: float = 0.0
     # gradient communication buffers that live as long as the model (DDP's buckets)
     comm_buffers: float = 0.0
 
@@ -219,7 +222,7 @@ def wrapper_model_states(*, framework: str, frozen_bytes: float, trainable: int,
     if paged:
         # bitsandbytes allocates paged states in CUDA unified memory (F.get_paged): they stay on
         # the GPU only while it has room and are evicted to host RAM instead of failing
-        s.host_optimizer = opt
+        s.host_optimizer = s.host_paged = opt
     else:
         s.optimizer = opt
     if framework == "ddp" and n > 1:

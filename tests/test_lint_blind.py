@@ -224,3 +224,29 @@ def test_a_key_written_one_level_too_high_is_told_its_section(tmp_path):
         "unknown-key unknown key 'offload_optimizer' (DeepSpeed ignores it silently); it is a key of zero_optimization",
         "unknown-key unknown key 'enabled' (DeepSpeed ignores it silently)",
         "unknown-key unknown key 'optimzer' (DeepSpeed ignores it silently); did you mean 'optimizer'?"]
+
+
+ALIGN_ANYTHING_DS = "align_anything/configs/deepspeed/ds_z3_config.json"
+
+
+def test_a_null_batch_key_is_one_deepspeed_derives(tmp_path):
+    """Fourth round: align-anything's ten DeepSpeed configs write `"gradient_accumulation_steps":
+    null` beside a train_batch_size and a micro batch. DeepSpeed 0.19.8 reads the key with
+    get_scalar_param, whose default is None too, and _set_batch_related_parameters derives it
+    (128 / 16 on one process: 8, measured with DeepSpeedConfig); the HF Trainer's fill_match and
+    accelerate's DeepSpeedPlugin pass over a None. Each was a wrong-type error. A null is still
+    no number: with the micro batch null as well, nothing says how to split the batch."""
+    repo = _copy(tmp_path / "aa", "PKU-Alignment__align-anything", ALIGN_ANYTHING_DS)
+    result = lint.run([str(repo)])
+    assert result.checked and _errors(result) == []
+    both = tmp_path / "both.json"
+    both.write_text((FOREIGN / "PKU-Alignment__align-anything" / ALIGN_ANYTHING_DS).read_text()
+                    .replace('"train_batch_size": 128', '"train_batch_size": null')
+                    .replace('"train_micro_batch_size_per_gpu": 16', '"train_micro_batch_size_per_gpu": null'))
+    assert [e.split(": ", 1)[1] for e in _errors(lint.run([str(both)]))] == [
+        "batch-arithmetic neither train_batch_size nor train_micro_batch_size_per_gpu is set; DeepSpeed needs at least one"]
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text((FOREIGN / "PKU-Alignment__align-anything" / ALIGN_ANYTHING_DS).read_text()
+                     .replace('"gradient_accumulation_steps": null', '"gradient_accumulation_steps": "eight"'))
+    assert [e.split(": ", 1)[1].split(", got")[0] for e in _errors(lint.run([str(wrong)]))] == [
+        'wrong-type gradient_accumulation_steps: expected integer > 0 or "auto" or null']

@@ -303,12 +303,23 @@ def build():
     return _finish(props)
 
 
+def derived_when_null(schema):
+    """A batch key given as null is one DeepSpeed derives from the other two, as when it is absent:
+    get_scalar_param returns the null, whose default is None too, and
+    DeepSpeedConfig._set_batch_related_parameters fills every None it can (align-anything's
+    configs write "gradient_accumulation_steps": null). The HF Trainer's fill_match and
+    accelerate's DeepSpeedPlugin pass over a None without comparing it."""
+    schema = dict(schema)
+    schema["anyOf"] = schema["anyOf"] + [{"type": "null", "description": "Derived by DeepSpeed from the other batch keys, as when absent."}]
+    return schema
+
+
 def _batch_and_engine_props():
     # Split by theme only to keep each function short; order is irrelevant (closed_object sorts).
     return {
-        "train_batch_size": scalar("integer", "Global batch size = train_micro_batch_size_per_gpu × gradient_accumulation_steps × data-parallel world size (asserted).", path="train_batch_size", exclusiveMinimum=0),
-        "train_micro_batch_size_per_gpu": scalar("integer", "Batch size per GPU per forward/backward step.", path="train_micro_batch_size_per_gpu", exclusiveMinimum=0),
-        "gradient_accumulation_steps": scalar("integer", "Steps to accumulate gradients before an optimizer step.", path="gradient_accumulation_steps", exclusiveMinimum=0),
+        "train_batch_size": derived_when_null(scalar("integer", "Global batch size = train_micro_batch_size_per_gpu × gradient_accumulation_steps × data-parallel world size (asserted).", path="train_batch_size", exclusiveMinimum=0)),
+        "train_micro_batch_size_per_gpu": derived_when_null(scalar("integer", "Batch size per GPU per forward/backward step.", path="train_micro_batch_size_per_gpu", exclusiveMinimum=0)),
+        "gradient_accumulation_steps": derived_when_null(scalar("integer", "Steps to accumulate gradients before an optimizer step.", path="gradient_accumulation_steps", exclusiveMinimum=0)),
         "managed_gradient_accumulation": scalar("boolean", "Let the engine manage gradient accumulation boundaries.", True),
         "steps_per_print": scalar("integer", "Print progress every N steps (null = never).", None, minimum=0),
         "wall_clock_breakdown": scalar("boolean", "Time forward/backward/step and print the breakdown.", False),

@@ -74,8 +74,8 @@ def test_missing_path_and_empty_directory(run_cli, tmp_path):
     code, out, _ = run_cli("lint", str(tmp_path / "nope.json"))
     assert code == 2 and "cannot read" in out
     (tmp_path / "empty").mkdir()
-    code, out, _ = run_cli("lint", str(tmp_path / "empty"))
-    assert code == 2 and "no configs found" in out
+    code, out, err = run_cli("lint", str(tmp_path / "empty"))
+    assert code == 0 and out == "" and "no configs found" in err and "nothing was checked" in err
 
 
 # The shape of LLaMA-Factory's v1 configs (hiyouga/LlamaFactory examples/v1/train_lora/
@@ -212,3 +212,22 @@ def test_additional_properties_message_names_twenty_keys_and_counts_the_rest():
     (err,) = schemas.validator({"additionalProperties": False}).iter_errors(instance)
     assert err.message == ("Additional properties are not allowed (" + ", ".join(f"'k{i:02d}'" for i in range(20))
                            + " and 5 more were unexpected)")
+
+
+def test_a_walk_that_finds_no_config_checks_nothing_and_says_so(run_cli, tmp_path):
+    """A pull-request check of a repository without configs: exit 0, stdout the empty report of its
+    format, one note on stderr (ruff and black say so and exit 0 for a folder without Python
+    files). A file named on the command line that is no config is still unusable input."""
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "src" / "app.py").write_text("print('hi')\n")
+    (repo / "notes.yaml").write_text("title: notes\n")
+    code, out, err = run_cli("lint", str(repo))
+    assert (code, out, err) == (0, "", f"ftrecipes: note: no configs found in {repo}; nothing was checked\n")
+    code, out, err = run_cli("lint", "--format", "json", str(repo))
+    assert code == 0 and json.loads(out) == [] and "nothing was checked" in err
+    code, out, err = run_cli("lint", str(repo / "notes.yaml"))
+    assert code == 2 and "cannot tell which kind of config" in out and err == ""
+    ds = write(tmp_path, "ds.json", GOOD_DS)
+    code, out, err = run_cli("lint", str(repo), ds)
+    assert code == 0 and err == ""

@@ -166,6 +166,8 @@ def _cmd_lint(args):
     with _collector_paused():
         result = lint.run(args.paths, kind=args.kind, options=options, ignore=args.ignore, skip_unknown=args.skip_unknown, root=args.root)
         report.FORMATTERS[args.format](result, sys.stdout)
+    for note in result.notes:
+        print(one_line(f"ftrecipes: note: {note}"), file=sys.stderr)
     if result.unusable:
         return 2
     return 1 if any(f.severity == "error" for f in result.findings) else 0

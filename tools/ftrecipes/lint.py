@@ -26,6 +26,10 @@ class Result:
     findings: list = field(default_factory=list)
     unusable: list = field(default_factory=list)  # UserErrors: inputs we could not read or parse
     checked: list = field(default_factory=list)  # (path, kind)
+    # Said on stderr, never a verdict: a walk that found no config checked nothing, which is no
+    # error in a pull request check of a repository without configs (ruff and black say so and
+    # exit 0 for a folder without Python files; a named file that is no config stays unusable).
+    notes: list = field(default_factory=list)
 
 
 @dataclass
@@ -438,6 +442,6 @@ def run(targets, kind=None, options=None, ignore=(), skip_unknown=False, root=No
         result.findings.extend(rules.run(rules.Setup(group, options)))
     if not result.checked and not result.unusable and not skip_unknown:
         where = ", ".join(str(t) for t in targets)
-        result.unusable.append(UserError(f"no configs found in {where}"))
+        result.notes.append(f"no configs found in {where}; nothing was checked")
     result.findings = findings_mod.ordered(result.findings)
     return result

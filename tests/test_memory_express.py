@@ -516,7 +516,7 @@ def test_fine_tuned_releases_take_their_base_models_shape(hub_id, shape):
 
 def test_a_name_that_only_resembles_a_catalog_model_is_unknown():
     for hub_id in ("Qwen/Qwen2.5-Math-72B", "Qwen/Qwen3-4B-Thinking-2507-FP8", "Org/Llama-2-7b-32k", "01-ai/Yi-1.5-9B",
-                   "microsoft/phi-4"):
+                   "microsoft/phi-4-mini-instruct"):
         with pytest.raises(KeyError, match="unknown model"):
             model(hub_id)
 

@@ -192,10 +192,23 @@ class ModelShape:
     def layer_params(self) -> int:
         lin = sum(a * b for a, b in self.linear_shapes().values())
         if self.gpt2:
-            # every linear has a bias; two LayerNorms with weight and bias
-            return lin + sum(o for _i, o in self.linear_shapes().values()) + 4 * self.hidden_size
+            # LayerNorms with weight and bias; every linear has a bias except Falcon's, whose
+            # config `bias` (FalconConfig default false) switches them all
+            biased = self.model_type != "falcon" or bool(self.hf_config.get("bias"))
+            bias = biased * sum(o for _i, o in self.linear_shapes().values())
+            return lin + bias + self.layer_norms * 2 * self.hidden_size
         bias = (self.num_attention_heads * self.head_dim + 2 * self.kv_dim) if self.qkv_bias else 0
         return lin + bias + self.norms_per_layer * self.hidden_size + self.qk_norm_params
+
+    @property
+    def layer_norms(self) -> int:
+        """LayerNorms in one two-matrix-MLP layer: Falcon's parallel-attention block of the old
+        layout (Falcon-7B: parallel_attn, not new_decoder_architecture) shares one between
+        attention and MLP (modeling_falcon.py FalconDecoderLayer: input_layernorm only)."""
+        cfg = self.hf_config
+        if self.model_type == "falcon" and cfg.get("parallel_attn", True) and not cfg.get("new_decoder_architecture"):
+            return 1
+        return 2
 
     @property
     def norms_per_layer(self) -> int:
@@ -204,7 +217,11 @@ class ModelShape:
 
     @property
     def qk_norm_params(self) -> int:
-        # Qwen3 and Gemma-3 normalise queries and keys per head (one head_dim weight each)
+        # Qwen3 and Gemma-3 normalise queries and keys per head (one head_dim weight each); OLMo-2
+        # normalises the whole projections (modeling_olmo2.py: q_norm over heads x head_dim,
+        # k_norm over kv heads x head_dim)
+        if self.model_type == "olmo2":
+            return self.num_attention_heads * self.head_dim + self.kv_dim
         return 2 * self.head_dim if self.model_type.startswith(("qwen3", "gemma3")) else 0
 
     def decoder_params(self) -> int:
@@ -370,6 +387,71 @@ _MODELS = [
     # google/gemma-3-27b-it text_config (TensorRT-LLM test copy at 31f4f522; vocab the class default)
     _shape("Gemma-3-27B", 5376, 21504, 62, 32, 16, 262208, tie=True, mtype="gemma3_text", head_dim=128,
            vision=_siglip(896, 896, 256, 5376, "linear")),
+    # Families whose fused projections hold the same weights as Llama's separate q/k/v and
+    # gate/up (Phi-3 qkv_proj and gate_up_proj, InternLM2 wqkv, Baichuan W_pack, ChatGLM
+    # query_key_value and dense_h_to_4h = gate + up): counted as the gated decoder. Sources as
+    # above: litgpt's litgpt/config.py at 26857050, mlc-llm's model_preset.py at 79d603f0, and the
+    # configs bench/published_memory/models/ holds.
+    # microsoft/Phi-3-mini-4k-instruct and -128k-instruct (litgpt: n_embd 3072, 32 layers, 32
+    # heads, intermediate 8192, padded vocab 32064; block 4096 / 131072); untied, Phi3Config's default
+    _shape("Phi-3-mini-4k", 3072, 8192, 32, 32, 32, 32064, mtype="phi3", max_position_embeddings=4096),
+    _shape("Phi-3-mini-128k", 3072, 8192, 32, 32, 32, 32064, mtype="phi3", max_position_embeddings=131072),
+    # microsoft/Phi-3.5-mini-instruct (mlc-llm preset "phi-3_5": longrope to 131072 positions)
+    _shape("Phi-3.5-mini", 3072, 8192, 32, 32, 32, 32064, mtype="phi3", rms_norm_eps=1e-5,
+           max_position_embeddings=131072),
+    # microsoft/phi-4 (litgpt: 40 heads, 10 query groups, intermediate 17920, vocab 100352, rope_base
+    # 250000, block 16384); untied: a tied head would count 14.14B against the published 14.7B
+    _shape("phi-4", 5120, 17920, 40, 40, 10, 100352, mtype="phi3", rope_theta=250000.0,
+           max_position_embeddings=16384),
+    # internlm/internlm2-7b and internlm2_5-7b (mlc-llm presets "internlm2", "internlm2_5_7b"): GQA
+    # with 8 K/V heads, bias false, untied; 2.5 adds dynamic rope scaling (factor 2)
+    _shape("internlm2-7b", 4096, 14336, 32, 32, 8, 92544, mtype="internlm2", rms_norm_eps=1e-5,
+           rope_theta=1000000.0, max_position_embeddings=32768),
+    _shape("internlm2_5-7b", 4096, 14336, 32, 32, 8, 92544, mtype="internlm2", rms_norm_eps=1e-5,
+           rope_theta=1000000.0, max_position_embeddings=32768),
+    # baichuan-inc/Baichuan2-7B (mlc-llm preset "baichuan": vocab 125696, 4096 positions); its
+    # NormHead lm_head is one untied vocab x hidden matrix
+    _shape("Baichuan2-7B", 4096, 11008, 32, 32, 32, 125696, mtype="baichuan", rms_norm_eps=1e-6,
+           max_position_embeddings=4096),
+    # THUDM/chatglm3-6b (mlc-llm preset "chatglm": num_layers 28, ffn_hidden_size 13696,
+    # multi_query_group_num 2, kv_channels 128, padded_vocab_size 65024, add_qkv_bias, seq_length
+    # 8192) and THUDM/glm-4-9b-chat (bench/published_memory/models/glm-4-9b-chat.json, from the HF
+    # snapshot f6e0743b): q/k/v bias, untied output_layer
+    _shape("chatglm3-6b", 4096, 13696, 28, 32, 2, 65024, bias=True, mtype="chatglm", max_position_embeddings=8192),
+    _shape("GLM-4-9B-Chat", 4096, 13696, 40, 32, 2, 151552, bias=True, mtype="chatglm",
+           max_position_embeddings=131072),
+    # 01-ai/Yi-1.5-34B (pytorchKQI copy); Yi-1.5 is Yi continued-pretrained (its README), Yi-34B below
+    _shape("Yi-1.5-34B", 7168, 20480, 60, 56, 8, 64000, rms_norm_eps=1e-6, rope_theta=5000000.0,
+           max_position_embeddings=4096),
+    # mistralai/Mistral-Small-24B-Instruct-2501 (OpenMOSE/RWKV-LM-RLHF main/tokenizer/mistralsmall3/
+    # params.json at c394e06d: dim 5120, 40 layers, head_dim 128, hidden_dim 32768, 32 / 8 heads,
+    # vocab 131072, rope_theta 1e8, 32768 positions; its model.safetensors.index.json at 7e8f62ab
+    # totals 47,144,806,400 bf16 bytes = this shape's 23,572,403,200 parameters)
+    _shape("Mistral-Small-24B-2501", 5120, 32768, 40, 32, 8, 131072, mtype="mistral", head_dim=128,
+           rms_norm_eps=1e-5, rope_theta=100000000.0, max_position_embeddings=32768),
+    # allenai/OLMo-2-1124-7B (mlc-llm preset "olmo2_7b"; litgpt: post-attention and post-MLP norms
+    # only, q/k norms of the "olmo2" kind), MHA, untied
+    _shape("OLMo-2-1124-7B", 4096, 11008, 32, 32, 32, 100352, mtype="olmo2", rms_norm_eps=1e-6,
+           rope_theta=500000.0, max_position_embeddings=4096),
+    # tiiuae/falcon-7b (litgpt: n_embd 4544, 71 heads, 1 query group, vocab 65024, bias false,
+    # shared attention norm, block 2048; kimborgen/falcon-llm README prints dense_h_to_4h 4544 ->
+    # 18176); the head is tied (FalconForCausalLM ties lm_head; the config leaves the default)
+    _shape("falcon-7b", 4544, 18176, 32, 71, 1, 65024, tie=True, mtype="falcon", parallel_attn=True,
+           max_position_embeddings=2048),
+    # EleutherAI/pythia-6.9b (litgpt: 32 layers at its 4096 / 32-head defaults, vocab padded to
+    # 50432, 4 x hidden MLP, biases, rotary on 25 %), untied
+    _shape("pythia-6.9b", 4096, 16384, 32, 32, 32, 50432, mtype="gpt_neox", max_position_embeddings=2048),
+    # bigscience/bloom-7b1 (= bench/published_memory/models/bloomz-7b1.json; bloomz is its fine-tune)
+    _shape("bloom-7b1", 4096, 16384, 30, 32, 32, 250880, tie=True, mtype="bloom"),
+    # LLaMA-1 (huggyllama/llama-7b, -13b; bench/published_memory/models/llama-{7b,13b}-hf.json)
+    _shape("LLaMA-7B", 4096, 11008, 32, 32, 32, 32000, rms_norm_eps=1e-6, max_position_embeddings=2048),
+    _shape("LLaMA-13B", 5120, 13824, 40, 40, 40, 32000, rms_norm_eps=1e-6, max_position_embeddings=2048),
+    # codellama/CodeLlama-13b-hf (mlc-llm and litgpt agree: vocab 32016 with the infilling tokens)
+    # and -34b-hf (litgpt: GQA 8, vocab 32000 — 34B has no infilling; mlc-llm's preset repeats 32016)
+    _shape("CodeLlama-13B", 5120, 13824, 40, 40, 40, 32016, rms_norm_eps=1e-5, rope_theta=1000000.0,
+           max_position_embeddings=16384),
+    _shape("CodeLlama-34B", 8192, 22016, 48, 64, 8, 32000, rms_norm_eps=1e-5, rope_theta=1000000.0,
+           max_position_embeddings=16384),
 ]
 MODELS = {m.name: m for m in _MODELS}
 for _base in ("Qwen2.5-0.5B", "Qwen2.5-1.5B", "Qwen2.5-3B", "Qwen2.5-7B", "Qwen2.5-14B", "Qwen2.5-32B",
@@ -388,14 +470,16 @@ for _base in ("Gemma-3-1B", "Gemma-3-4B", "Gemma-3-12B"):
 MODELS["MiniCPM-V"] = MODELS["MiniCPM-V-2_6"]
 # Releases that keep a catalog model's shape under another name (the copies cited above):
 # R1 distills of Qwen2.5-7B/14B/32B and Llama-3.1-8B/70B, Qwen2.5-Math/Coder, QwQ, Llama-3.3,
-# Vicuna v1.5 (Llama-2-7B), TinyLlama's chat release
+# Vicuna v1.5 (Llama-2-7B/13B: lm-sys/FastChat docs/vicuna_weights_version.md at 0e6d3e4b,
+# "v1.5 ... Llama 2"), TinyLlama's chat release
 for _name, _base in (("DeepSeek-R1-Distill-Qwen-7B", "Qwen2.5-7B"), ("DeepSeek-R1-Distill-Qwen-14B", "Qwen2.5-14B"),
                      ("DeepSeek-R1-Distill-Qwen-32B", "Qwen2.5-32B"), ("DeepSeek-R1-Distill-Llama-8B", "Llama-3.1-8B"),
                      ("DeepSeek-R1-Distill-Llama-70B", "Llama-3.1-70B"), ("Qwen2.5-Math-7B", "Qwen2.5-7B"),
                      ("Qwen2.5-Coder-1.5B", "Qwen2.5-1.5B"), ("Qwen2.5-Coder-7B", "Qwen2.5-7B"),
                      ("Qwen2.5-Coder-14B", "Qwen2.5-14B"), ("Qwen2.5-Coder-32B", "Qwen2.5-32B"), ("QwQ-32B", "Qwen2.5-32B"),
                      ("Llama-3.3-70B", "Llama-3.1-70B"), ("Vicuna-7B-v1.5", "Llama-2-7B"), ("TinyLlama-1.1B-v1.0", "TinyLlama-1.1B"),
-                     ("Yi-6B", "Yi-1.5-6B")):
+                     ("Yi-6B", "Yi-1.5-6B"), ("Yi-34B", "Yi-1.5-34B"), ("Vicuna-13B-v1.5", "Llama-2-13B"),
+                     ("bloomz-7b1", "bloom-7b1")):
     MODELS[_name] = replace(MODELS[_base], name=_name)
 # Qwen2's small and large sizes have the shapes Qwen2.5 kept (Qwen/Qwen2-0.5B, -1.5B, -72B
 # config.json); Mistral-7B v0.1 and v0.2 share one shape (32,000 tokens), v0.3 grew the vocabulary
@@ -437,8 +521,10 @@ def _unknown_model(name_or_path: str, key: str) -> str:
     close = difflib.get_close_matches(key, [n.lower() for n in MODELS], n=4, cutoff=0.5)
     names = [next(n for n in MODELS if n.lower() == c) for c in close]
     hint = f"closest: {', '.join(names)}; " if names else ""
+    # No flag in the hint: estimate, plan and a recipe's model.name all end here, and only
+    # estimate has --params (plan sent its users to a flag it lacks).
     return (f"unknown model {name_or_path!r} ({hint}{len(MODELS)} catalog models, listed in README's memory "
-            "section): pass a local config.json or --params")
+            "section); a model is a catalog name or the path of a local config.json")
 
 
 # HF config.json fields the shape is built from: where (under the language model's config)

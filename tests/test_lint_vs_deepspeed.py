@@ -40,6 +40,8 @@ STILL_CLEAN = [
     ({"train_batch_size": 16, "bf16": {"enabled": True, "bf16_master_weights_and_grads": True, "bf16_optimizer_states": True}, "zero_optimization": {"stage": 1}}, 2),
     ({"train_batch_size": 16, "zero_optimization": {"stage": 2, "offload_param": {"device": "auto"}}}, 2),
     ({"train_batch_size": 16, "bfloat16": {"enabled": True}}, 2),
+    # a null batch key is derived as an absent one is (align-anything; DeepSpeedConfig: 16 / 2 -> 8)
+    ({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": None}, 1),
 ]
 
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tools.ftrecipes.memory.catalog import model
+from ftrecipes.memory.catalog import model, shape_from_hf_config
 
 # (hub id, catalog name, published parameter count, where it is published)
 PUBLISHED = [
@@ -75,3 +75,36 @@ def test_falcon_and_olmo2_configs_read_from_file_count_as_their_catalog_entries(
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(cfg))
         assert model(str(path)).param_count() == model(name).param_count()
+
+
+@pytest.mark.parametrize("mtype, tied", [("falcon", True), ("bloom", True), ("gemma2", True), ("llama", False),
+                                          ("qwen2", False), ("gpt_neox", False), ("internlm2", False)])
+def test_a_config_without_tie_word_embeddings_takes_its_config_class_default(mtype, tied):
+    """BLOOM's and Falcon's published config.json leave tie_word_embeddings out; transformers then
+    uses the config class's default (configuration_<type>.py: True for Falcon, BLOOM, Gemma, GPT-2;
+    False for Llama, Qwen2, GPT-NeoX), so absent must not always read as untied."""
+    cfg = {"model_type": mtype, "hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "vocab_size": 1000}
+    assert shape_from_hf_config(cfg).tie_word_embeddings is tied
+    assert shape_from_hf_config({**cfg, "tie_word_embeddings": not tied}).tie_word_embeddings is (not tied)
+
+
+def test_fused_projections_are_one_adapter_each():
+    """PEFT wraps the modules a model has: Phi-3's qkv_proj and gate_up_proj, InternLM2's wqkv,
+    Baichuan's W_pack and ChatGLM's query_key_value / dense_h_to_4h are single linears, so each
+    gets one A (r x in) and one B (out x r); naming them, or 'all', must count exactly that."""
+    from ftrecipes.memory.activations import lora_params_per_layer, lora_targets
+    r = 8
+    phi3 = model("microsoft/Phi-3-mini-4k-instruct")
+    h, i, kv = phi3.hidden_size, phi3.intermediate_size, phi3.kv_dim
+    fused = r * (h + h + 2 * kv) + r * (h + h) + r * (h + 2 * i) + r * (i + h)
+    for spec in ("qkv_proj,o_proj,gate_up_proj,down_proj", "all-linear"):
+        assert lora_params_per_layer(phi3, r, lora_targets(spec, "phi3")) == fused, spec
+    glm = model("THUDM/chatglm3-6b")
+    assert lora_targets("query_key_value,dense,dense_h_to_4h,dense_4h_to_h", "chatglm") == (
+        "qkv_proj", "o_proj", "gate_up_proj", "down_proj")
+    assert lora_targets("dense_h_to_4h", "bloom") == ("up_proj",)  # BLOOM's MLP has no gate
+    assert lora_targets("wqkv,wo,w1,w2,w3", "internlm2") == ("qkv_proj", "o_proj", "gate_proj", "down_proj", "up_proj")
+    assert lora_targets("W_pack", "baichuan") == ("qkv_proj",)
+    assert lora_params_per_layer(glm, r, lora_targets("dense_h_to_4h", "chatglm")) == r * (
+        glm.hidden_size + 2 * glm.intermediate_size)

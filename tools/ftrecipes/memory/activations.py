@@ -85,11 +85,31 @@ def bnb_kept_input_bytes(quantization: str, bitsandbytes_version: str, p: int) -
 # (one adapter: "qkv_proj" here). QwenLM/Qwen v1 (modeling_qwen.py) has attn.c_proj and mlp.c_proj
 # (so "c_proj" adapts both) and mlp.w1 / mlp.w2, its two hidden -> intermediate projections; GPT-2
 # has attn.c_proj, mlp.c_fc and mlp.c_proj.
+# InternLM2's wqkv and Baichuan's W_pack are fused q/k/v projections too; Phi-3's gate_up_proj
+# and ChatGLM's dense_h_to_4h are one fused gate + up projection (one adapter, "gate_up_proj"
+# here), while in the two-matrix families (BLOOM, Falcon, GPT-NeoX) dense_h_to_4h is the up
+# projection. InternLM2 names its MLP w1 (gate), w3 (up), w2 (down) and its output wo.
 _SHORT_NAMES = {"q": ("q_proj",), "k": ("k_proj",), "v": ("v_proj",), "o": ("o_proj",),
-                "c_attn": ("qkv_proj",), "query_key_value": ("qkv_proj",), "qkv_proj": ("qkv_proj",)}
+                "c_attn": ("qkv_proj",), "query_key_value": ("qkv_proj",), "qkv_proj": ("qkv_proj",),
+                "wqkv": ("qkv_proj",), "W_pack": ("qkv_proj",), "gate_up_proj": ("gate_up_proj",)}
+_TWO_MATRIX = {"dense": ("o_proj",), "dense_h_to_4h": ("up_proj",), "dense_4h_to_h": ("down_proj",)}
 _FAMILY_NAMES = {
     "qwen": {"c_proj": ("o_proj", "down_proj"), "w1": ("gate_proj",), "w2": ("up_proj",)},
     "gpt2": {"c_proj": ("o_proj", "down_proj"), "c_fc": ("up_proj",)},
+    "internlm2": {"wo": ("o_proj",), "w1": ("gate_proj",), "w3": ("up_proj",), "w2": ("down_proj",)},
+    "chatglm": {"dense": ("o_proj",), "dense_h_to_4h": ("gate_up_proj",), "dense_4h_to_h": ("down_proj",)},
+    "bloom": _TWO_MATRIX, "falcon": _TWO_MATRIX, "gpt_neox": _TWO_MATRIX,
+}
+_FUSED = ("qkv_proj", "gate_up_proj")
+# What "all" / "all-linear" adapts where a family fuses projections: PEFT wraps the modules the
+# model has, so a fused projection is one adapter, not three (or two)
+_QKV_FUSED = ("qkv_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+_ALL_OF_FAMILY = {
+    "phi3": ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"),
+    "chatglm": ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"),
+    "internlm2": _QKV_FUSED, "baichuan": _QKV_FUSED,
+    "bloom": ("qkv_proj", "o_proj", "up_proj", "down_proj"), "falcon": ("qkv_proj", "o_proj", "up_proj", "down_proj"),
+    "gpt_neox": ("qkv_proj", "o_proj", "up_proj", "down_proj"),
 }
 
 
@@ -101,22 +121,25 @@ def known_target_names() -> set:
 def lora_targets(spec: str | None, model_type: str = "") -> tuple[str, ...]:
     """The adapted linears of one layer, in this module's names, for a PEFT target list."""
     if not spec or spec.strip().lower() in ("all", "all-linear", "all_linear"):
-        return ALL_LINEAR
+        return _ALL_OF_FAMILY.get(model_type, ALL_LINEAR)
     family = _FAMILY_NAMES.get(model_type, {})
     names = []
     for t in spec.replace(" ", "").split(","):
         for n in family.get(t) or _SHORT_NAMES.get(t) or (t,):
-            if n in ALL_LINEAR or n == "qkv_proj":
+            if n in ALL_LINEAR or n in _FUSED:
                 names.append(n)
     return tuple(dict.fromkeys(names)) or ALL_LINEAR
 
 
 def _adapted(shape: ModelShape, targets: tuple[str, ...]) -> list[tuple[int, int]]:
-    """(in, out) of each adapted linear of one layer; a fused q/k/v adapter spans all three outputs."""
+    """(in, out) of each adapted linear of one layer; a fused q/k/v adapter spans all three outputs,
+    a fused gate/up adapter both MLP inputs."""
     lin = shape.linear_shapes()
     out = [lin[n] for n in lin if n in targets]
     if "qkv_proj" in targets:
         out.append((shape.hidden_size, lin["q_proj"][1] + 2 * shape.kv_dim))
+    if "gate_up_proj" in targets:
+        out.append((shape.hidden_size, 2 * shape.intermediate_size))
     return out
 
 
@@ -230,7 +253,7 @@ def _quantized_base_inputs(shape: ModelShape, targets: tuple[str, ...], input_re
     if not (input_bytes or int8_bytes):
         return 0
     lin = shape.linear_shapes()
-    groups = [(("gate_proj", "up_proj"), shape.hidden_size), (("down_proj",), shape.intermediate_size)]
+    groups = [(("gate_proj", "up_proj", "gate_up_proj"), shape.hidden_size), (("down_proj",), shape.intermediate_size)]
     if input_requires_grad:
         groups.insert(0, (("q_proj", "k_proj", "v_proj", "qkv_proj"), shape.hidden_size))
     total = int8_bytes * lin["o_proj"][0] if input_requires_grad else 0
@@ -254,7 +277,7 @@ def _adapter_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets:
     # (the attention output) is kept by the attention terms already
     h, i = shape.hidden_size, shape.intermediate_size
     total = 0
-    for group in (("q_proj", "k_proj", "v_proj", "qkv_proj"), ("gate_proj", "up_proj")):
+    for group in (("q_proj", "k_proj", "v_proj", "qkv_proj"), ("gate_proj", "up_proj", "gate_up_proj")):
         if any(t in targets for t in group):
             total += p * h
     if "down_proj" in targets:

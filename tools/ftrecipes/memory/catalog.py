@@ -24,6 +24,13 @@ LEARNED_POSITIONS = frozenset({"gpt2", "gpt_bigcode", "gpt_neo", "opt"})
 # config.json keys that make a model a mixture of experts (Mixtral num_local_experts, Qwen2-MoE /
 # Qwen3-MoE num_experts, DeepSeek-V2/V3 n_routed_experts), which the memory model does not express
 MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+# A config.json that leaves tie_word_embeddings out gets its config class's default: True in
+# these (transformers 5.23.0 models/*/configuration_*.py; PretrainedConfig's own default is True
+# too, but Llama, Mistral, Qwen2/3, Phi/Phi-3, GPT-NeoX, GPT-J, OLMo-2, Granite, CodeGen and the
+# remote-code InternLM2 / Baichuan / ChatGLM classes default to False). BLOOM's and Falcon's
+# published configs omit the key, so reading absent as untied counted their LM head twice.
+TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text", "falcon", "bloom", "gpt2", "opt",
+                             "starcoder2", "gpt_bigcode", "gpt_neo", "cohere"})
 
 
 @dataclass(frozen=True)
@@ -614,7 +621,8 @@ def shape_from_hf_config(cfg: dict, name: str = "config.json", doc=None) -> Mode
     return ModelShape(
         name=name, hidden_size=h, intermediate_size=inter, num_hidden_layers=_first(text, _HF_COUNTS[2]),
         num_attention_heads=heads, num_key_value_heads=kv,
-        vocab_size=text["vocab_size"], tie_word_embeddings=bool(text.get("tie_word_embeddings", False)),
+        vocab_size=text["vocab_size"],
+        tie_word_embeddings=bool(text.get("tie_word_embeddings", mtype in TIED_BY_DEFAULT)),
         qkv_bias=bool(text.get("attention_bias", mtype in ("qwen2", "qwen"))), model_type=mtype,
         hf_config=dict(text),
     )

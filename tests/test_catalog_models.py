@@ -108,3 +108,20 @@ def test_fused_projections_are_one_adapter_each():
     assert lora_targets("W_pack", "baichuan") == ("qkv_proj",)
     assert lora_params_per_layer(glm, r, lora_targets("dense_h_to_4h", "chatglm")) == r * (
         glm.hidden_size + 2 * glm.intermediate_size)
+
+
+@pytest.mark.parametrize("name, printed, where", [
+    ("A100-80GB", 79.15, "OOM reports' '(GPU 0; 79.15 GiB total capacity; ...)'"),
+    ("A100-40GB", 39.39, "'(GPU 0; 39.39 GiB total capacity; ...)'; tloen/alpaca-lora#329 prints 39.41"),
+    ("RTX-3090", 23.70, "yandex/YaLM-100B#9"),
+    ("RTX-4090", 23.65, "tloen/llama-int8#7"),
+    ("V100-32GB", 31.74, "haotian-liu/LLaVA#812"),
+    ("H100-80GB", 79.11, "vllm-project/vllm#27508"),
+    ("T4", 14.75, "hpcaitech/Open-Sora#697"),
+])
+def test_a_gpu_holds_what_torch_says_its_total_capacity_is(name, printed, where):
+    """The verdict compares with what a process can fill, the total CUDA reports to torch (printed
+    in its OOM message), not nvidia-smi's total, which includes memory the driver keeps: the
+    A100-80GB's 81920 MiB (80.0 GiB) left FastChat#407's 4 x A100-40GB OOMs at 'tight'."""
+    from ftrecipes.memory.catalog import gpu
+    assert abs(gpu(name).memory_bytes / 2 ** 30 - printed) < 0.06, where

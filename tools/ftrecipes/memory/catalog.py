@@ -43,30 +43,40 @@ class GPU:
     generation: str = ""
 
 
-# Memory is the marketed size; the usable amount is lower (CUDA context, see estimate.py).
-# "80GB" parts report 79.x GiB via nvidia-smi: vendors count 80 * 10^9-ish, so we use the
-# nvidia-smi totals (MiB) where they are well known.
+# memory_bytes is the total CUDA reports to torch (cudaMemGetInfo; the "total capacity" of its
+# out-of-memory message), which is what a process can fill: it is 0.3-0.9 GiB below nvidia-smi's
+# total, which includes what the driver keeps for itself (A100-80GB: nvidia-smi 81920 MiB, torch
+# 79.15 GiB). Values are those torch printed in public OOM reports naming the GPU, e.g.
+# A100-40GB 39.39 (tloen/alpaca-lora#329 prints 39.41), RTX 3090 23.70 (yandex/YaLM-100B#9),
+# RTX 4090 23.65 (tloen/llama-int8#7), A800-80GB 79.33 (hahnyuan/PB-LLM#3), H100 79.11
+# (vllm-project/vllm#27508), H20 95.00 (modelscope/DiffSynth-Studio#1238), L40S 44.53 and RTX 5090
+# 31.37 (Wan-Video/Wan2.1#205, #465), L4 22.03 (ArcInstitute/evo2#190), T4 14.75
+# (hpcaitech/Open-Sora#697), V100 15.78 / 31.74 (kchengiva/Shift-GCN#34, haotian-liu/LLaVA#812);
+# A10G 22.0, A6000 47.54, H200 139.80, B200 178.35 from benchmark logs. The same GPU reads a few
+# hundredths apart across drivers; ECC off (consumer cards, some A10s) gives more.
+# The Qwen docs' ms-swift A10 run (bench/published_memory) reserved 22.00 GiB, so its A10 had more
+# than AWS's ECC-on A10G.
 _GPUS = [
-    GPU("V100-16GB", 16160 * 2**20, False, "volta"),
-    GPU("V100-32GB", 32510 * 2**20, False, "volta"),
-    GPU("T4", 15360 * 2**20, False, "turing"),
-    GPU("A10", 23028 * 2**20, True, "ampere"),
-    GPU("A10G", 23028 * 2**20, True, "ampere"),        # AWS g5; nvidia-smi 23028MiB
-    GPU("L4", 23034 * 2**20, True, "ada"),
-    GPU("RTX-3090", 24576 * 2**20, True, "ampere"),    # 24 GB GDDR6X
-    GPU("RTX-4090", 24564 * 2**20, True, "ada"),
-    GPU("RTX-5090", 32607 * 2**20, True, "blackwell"),  # 32 GB GDDR7
-    GPU("A6000", 49140 * 2**20, True, "ampere"),       # RTX A6000, 48 GB GDDR6
-    GPU("L40S", 46068 * 2**20, True, "ada"),           # 48 GB GDDR6 (ECC on)
-    GPU("A100-40GB", 40960 * 2**20, True, "ampere"),
-    GPU("A100-80GB", 81920 * 2**20, True, "ampere"),
+    GPU("V100-16GB", int(15.78 * GiB), False, "volta"),
+    GPU("V100-32GB", int(31.74 * GiB), False, "volta"),
+    GPU("T4", int(14.75 * GiB), False, "turing"),
+    GPU("A10", int(23.70 * GiB), True, "ampere"),      # tatsu-lab/stanford_alpaca#76 (ECC off)
+    GPU("A10G", int(22.0 * GiB), True, "ampere"),      # AWS g5
+    GPU("L4", int(22.03 * GiB), True, "ada"),
+    GPU("RTX-3090", int(23.69 * GiB), True, "ampere"),  # 24 GB GDDR6X
+    GPU("RTX-4090", int(23.65 * GiB), True, "ada"),
+    GPU("RTX-5090", int(31.37 * GiB), True, "blackwell"),  # 32 GB GDDR7
+    GPU("A6000", int(47.54 * GiB), True, "ampere"),    # RTX A6000, 48 GB GDDR6
+    GPU("L40S", int(44.53 * GiB), True, "ada"),        # 48 GB GDDR6 (ECC on)
+    GPU("A100-40GB", int(39.39 * GiB), True, "ampere"),
+    GPU("A100-80GB", int(79.15 * GiB), True, "ampere"),
     # A800 = A100 with NVLink cut to 400 GB/s (export variant): same memory as the A100
-    GPU("A800-40GB", 40960 * 2**20, True, "ampere"),
-    GPU("A800-80GB", 81920 * 2**20, True, "ampere"),
-    GPU("H20", 97871 * 2**20, True, "hopper"),         # 96 GB HBM3
-    GPU("H100-80GB", 81559 * 2**20, True, "hopper"),
-    GPU("H200", 143771 * 2**20, True, "hopper"),       # 141 GB HBM3e
-    GPU("B200", 183359 * 2**20, True, "blackwell"),    # 180 GB HBM3e usable of 192
+    GPU("A800-40GB", int(39.39 * GiB), True, "ampere"),
+    GPU("A800-80GB", int(79.33 * GiB), True, "ampere"),
+    GPU("H20", int(95.0 * GiB), True, "hopper"),       # 96 GB HBM3
+    GPU("H100-80GB", int(79.11 * GiB), True, "hopper"),
+    GPU("H200", int(139.80 * GiB), True, "hopper"),    # 141 GB HBM3e
+    GPU("B200", int(178.35 * GiB), True, "blackwell"),  # 192 GB HBM3e
     # AMD Instinct MI300X, 192 GB HBM3; torch reports total_memory 205,822,885,888 bytes
     GPU("MI300X", 205_822_885_888, True, "cdna3"),
 ]

@@ -32,7 +32,7 @@ import sys
 import threading
 from pathlib import Path
 
-from .errors import UserError
+from .errors import UserError, refuse_dash
 
 _RENAME_NOREPLACE = 1
 _RENAME_EXCHANGE = 2
@@ -226,9 +226,11 @@ def _file_path(given):
     text = os.fspath(given)
     if not text:
         raise UserError("an empty file name")
+    refuse_dash(text, "standard output")
     if text.endswith(os.sep) or os.path.basename(text) in (".", ".."):
         raise UserError("names a folder, not a file; give the file's name", path=text)
-    return Path(os.getcwd(), text)
+    # an absolute path needs no working folder (it may have been deleted under a shell)
+    return Path(text) if os.path.isabs(text) else Path(os.getcwd(), text)
 
 
 def _clean_leftover(tmp):
@@ -259,6 +261,7 @@ def write_all(directory, files, force=False, exact=False, tree=False):
     carried over (hard links, or copies where linking fails) unless exact, in which case the
     directory ends up holding exactly the files given. Returns the paths written.
     """
+    refuse_dash(os.fspath(directory), "standard output", "folder")
     directory = _resolve_target(Path(os.path.abspath(directory)))
     if not directory.name:
         raise UserError("cannot replace the root folder; name a folder inside it", path=directory)

@@ -4,6 +4,7 @@ import argparse
 import contextlib
 import gc
 import json
+import os
 import sys
 
 from . import __version__, detect, stdio
@@ -94,7 +95,7 @@ def _cmd_render(args):
     if args.output_dir is not None:
         if not args.output_dir:
             raise UserError("-o: an empty folder name")
-        if args.file:
+        if args.file is not None:
             raise UserError("use either --file or -o, not both")
         files = render.render(r, overrides)
         written = atomic.write_all(args.output_dir, {f.name: (text, f.executable) for f, text in files}, force=args.force)
@@ -102,7 +103,10 @@ def _cmd_render(args):
             print(one_line(path), file=sys.stderr)
         _warn_memory(r, overrides)
         return 0
-    name = args.file or r.primary.name
+    # `--file ''` is a name that names nothing, not "no --file" (it printed the primary file)
+    name = args.file if args.file is not None else r.primary.name
+    if not name:
+        raise UserError(f"--file '': an empty file name (files: {', '.join(f.name for f in r.files)})")
     [(rfile, text)] = render.render(r, overrides, only=name)
     sys.stdout.write(text)
     _warn_memory(r, overrides)
@@ -152,6 +156,11 @@ def _cmd_lint(args):
     if not args.paths:
         raise UserError("lint needs FILE_OR_DIR arguments (or --explain RULE / --list-rules)")
     versions = versions_mod.parse_framework_versions(args.framework_version)
+    if args.root is not None and not os.path.isdir(args.root):
+        # a --root that is no folder was ignored (references resolved from the repository's top
+        # instead), so a typo in it passed unnoticed
+        raise UserError("--root: no such folder" if not os.path.lexists(args.root) else "--root: not a folder",
+                        path=args.root or "''")
     if args.gpu is not None:
         from .memory import catalog
 
@@ -298,11 +307,28 @@ def run_parsed(parser, argv):
         return err.exit_code
     except KeyboardInterrupt:
         return 130
+    except FileNotFoundError:
+        # Run from a folder deleted since (a shell still sitting in it): every relative path, and
+        # os.path.abspath / os.getcwd on the way to absolute ones, fail with ENOENT deep inside
+        # whichever verb asked first. That is the user's setting, not our bug: one line.
+        if not _cwd_gone():
+            raise
+        print(f"{parser.prog}: error: the current folder no longer exists (deleted while in use); "
+              "cd to a folder that exists", file=sys.stderr)
+        return 2
     finally:
         with contextlib.suppress(UserError):
             out.flush()  # what --help left buffered, so the exit's own flush has nothing to fail on
         if sys.stdout is out:  # in-process callers (tests) get their stream back
             sys.stdout = out.stream
+
+
+def _cwd_gone():
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return True
+    return False
 
 
 def main(argv=None):

@@ -66,3 +66,15 @@ class UserError(Exception):
             where += ": "
         key = f"{clip(self.key, 200)}: " if self.key else ""
         return one_line(f"{where}{key}{clip(self.message, MAX_MESSAGE)}")
+
+
+# "-" means standard input or output to most tools; here no path argument reads or writes a
+# stream (--svg, -o, --config, --values, lint's paths), so "-" would silently be a file or folder
+# literally named "-". Refused the same way for every verb; "./-" still names such a file.
+DASH_HINT = "not {stream} here; name a {what} (./- for one literally named '-')"
+
+
+def refuse_dash(path, stream, what="file"):
+    """UserError when path is "-" (stream: 'standard input' / 'standard output')."""
+    if str(path) == "-":
+        raise UserError(DASH_HINT.format(stream=stream, what=what), path="-")

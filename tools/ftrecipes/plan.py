@@ -13,7 +13,7 @@ import re
 import sys
 from dataclasses import asdict, dataclass, replace
 
-from .errors import UserError, one_line, printable
+from .errors import UserError, clip, one_line, printable, refuse_dash
 from .memory import catalog
 from .memory.estimate import Result, Setup, estimate
 from .memory.steptime import StepTime, step_time
@@ -61,18 +61,23 @@ class Candidate:
         return 1 - self.memory.gpu_card_bytes / self.memory.gpu_bytes
 
 
+_MAX_GPUS = 2**31 - 1  # the largest count the CLI's count flags take
+
+
 def parse_gpus(text: str) -> tuple[int, str]:
     """'8xA100-80GB' -> (8, 'A100-80GB'); a bare name means one GPU."""
     m = re.fullmatch(r"\s*(?:(\d+)\s*[xX*]\s*)?(.+?)\s*", text or "")
     if not m:
         raise UserError(f"--gpus {text!r}: expected COUNTxGPU, e.g. 8xA100-80GB")
-    count = int(m.group(1) or 1)
+    digits = m.group(1) or "1"
+    # bounded before int(): 5,000 digits were a ValueError traceback (Python's int/str limit)
+    count = int(digits) if len(digits) <= 10 else _MAX_GPUS + 1
     try:
         name = catalog.gpu(m.group(2)).name
     except KeyError as e:
         raise UserError(f"--gpus: {e.args[0]}") from None
-    if count < 1:
-        raise UserError(f"--gpus {text!r}: need at least one GPU")
+    if not 1 <= count <= _MAX_GPUS:
+        raise UserError(f"--gpus {clip(text)!r}: need from 1 to {_MAX_GPUS} GPUs per node")
     return count, name
 
 
@@ -378,9 +383,12 @@ def _base(a) -> Setup:
 
 
 def main(a) -> int:
-    if a.output:
+    if a.output is not None:  # `-o ''` was taken as no -o: the plan printed, nothing written, exit 0
         from . import plan_out
 
+        if not a.output:
+            raise UserError("-o: an empty folder name")
+        refuse_dash(a.output, "standard output", "folder")
         problem = plan_out.unsupported(a)
         if problem:
             raise UserError(problem)
@@ -393,7 +401,7 @@ def main(a) -> int:
         print(one_line(f"plan: nothing fits {a.model} ({a.method}) on {a.gpus} x {a.nodes} node(s) at seq_len {a.seq_len}; "
                        "try `ftrecipes estimate` for the closest setup and its remedies"), file=sys.stderr)
         return 3
-    if a.output:
+    if a.output is not None:
         from . import plan_out
 
         shown = search(base, a.method, a.framework, a.global_batch, a.lora_rank, a.adapter, only=lambda s: plan_out.expressible(s, a.framework))

@@ -21,7 +21,7 @@ from json.decoder import scanstring
 
 import yaml
 
-from .errors import UserError, clip
+from .errors import UserError, clip, refuse_dash
 
 MAX_BYTES = 10 * 1024 * 1024  # configs are kilobytes; a huge file is a mistake, not a config
 MAX_DEPTH = 200  # nesting levels
@@ -101,6 +101,7 @@ def read_text(path, max_bytes=MAX_BYTES):
     The file is opened non-blocking and checked again through its descriptor, so a
     path swapped between the two checks cannot slip through.
     """
+    refuse_dash(path, "standard input")
     _check_regular(path, os.stat, max_bytes)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:

@@ -114,8 +114,10 @@ def _shell_doc(text, path):
     return doc, cmds
 
 
-def load(path, explicit, kind=None):
-    """A Config, or None for a non-config found while walking a directory."""
+def load(path, explicit, kind=None, hint=None):
+    """A Config, or None for a non-config found while walking a directory. hint: what an
+    explicit file of no detectable kind is told to do, by default lint's --kind; other verbs
+    pass their own (estimate has no --kind, and told its users to pass one)."""
     text = sources.read_text(path, max_bytes=MAX_BYTES)
     syntax = detect.syntax_of(path, text)
     if kind and formats.FORMATS[kind].syntax == "shell":
@@ -142,10 +144,11 @@ def load(path, explicit, kind=None):
         if not explicit:
             return None
         owner = formats.unchecked_owner(set(doc.data)) if isinstance(doc.data, dict) else None
+        kinds = ", ".join(detect.KINDS)
         if owner:
             raise UserError(f"a config for {owner[0]} ({', '.join(owner[1])}), which ftrecipes does not check; "
-                            f"pass --kind to judge it as one of {', '.join(detect.KINDS)}", path=path)
-        raise UserError(f"cannot tell which kind of config this is; pass --kind ({', '.join(detect.KINDS)})", path=path)
+                            f"{hint or 'pass --kind to judge it as one of ' + kinds}", path=path)
+        raise UserError(f"cannot tell which kind of config this is; {hint or 'pass --kind (' + kinds + ')'}", path=path)
     return Config(path, found, doc)
 
 

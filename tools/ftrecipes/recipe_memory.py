@@ -58,10 +58,29 @@ def estimate(recipe, overrides=None, memory=None):
         trial = {k: v for k, v in changed.items() if k in schema_keys or k in resolved}
         return values.first_problem(recipe, trial) is None
 
+    _check_catalog_names(recipe)
     try:
         return estimate_from_values(resolved, meta, allowed=allowed)
     except (KeyError, ValueError) as exc:
-        raise UserError(f"{recipe.name}: cannot estimate memory: {exc}") from None
+        # a KeyError's str() is its message in quotes
+        raise UserError(f"{recipe.name}: cannot estimate memory: {exc.args[0] if exc.args else exc}") from None
+
+
+def _check_catalog_names(recipe):
+    """The model and GPU recipe.yaml names must be ones the memory model knows: an unknown one is
+    recipe.yaml's error at its key (it was '<recipe>: cannot estimate memory: "unknown model
+    ...: pass ... --params"', a flag that cannot go with a recipe, and no file or key)."""
+    from .memory import catalog
+
+    for key, lookup in ((("model", "name"), catalog.model), (("hardware", "gpu"), catalog.gpu)):
+        try:
+            lookup(recipe.meta[key[0]][key[1]])
+        except KeyError as exc:
+            line, col = recipe.doc.where(key)
+            raise UserError(exc.args[0], path=recipe.dir / "recipe.yaml", line=line, column=col, key=".".join(key)) from None
+        except (OSError, ValueError) as exc:  # a path to a config.json that cannot be read
+            line, col = recipe.doc.where(key)
+            raise UserError(str(exc), path=recipe.dir / "recipe.yaml", line=line, column=col, key=".".join(key)) from None
 
 
 # Rendered formats whose keys configs.read maps to estimate settings (sharding, precision policy).

@@ -928,6 +928,9 @@ _MAPPERS = {"llamafactory": from_llamafactory, "trl": from_trl, "accelerate": fr
 
 # the kinds of file read() maps to Setup fields
 KINDS = ("deepspeed", "launch", *_MAPPERS)
+# estimate has no --kind: what it can read instead of lint's "pass --kind"
+_KIND_HINT = ("estimate --config reads DeepSpeed JSON, accelerate, TRL, LLaMA-Factory and axolotl "
+              "configs and launch scripts, told apart by their keys and commands")
 
 
 def read(paths_or_configs, framework_versions=None) -> tuple[dict, dict]:
@@ -955,7 +958,7 @@ def read(paths_or_configs, framework_versions=None) -> tuple[dict, dict]:
         if path in seen:
             continue
         seen.add(path)
-        cfg = loaded.get(path) or lint.load(path, True)
+        cfg = loaded.get(path) or lint.load(path, True, hint=_KIND_HINT)
         if cfg is None or (cfg.kind not in KINDS and not explicit):
             continue
         if not cfg.root:
@@ -1179,6 +1182,10 @@ def parse_sets(items, allowed=MEMORY_KEYS) -> dict:
                 out[key] = coerce(raw, "boolean")
             elif kind == "int":
                 out[key] = coerce(raw, "integer")
+                # a count (image_slices): the bounds of the CLI's own count flags; a 30-digit one
+                # reached the estimate and overflowed float() there (a traceback)
+                if not 0 <= out[key] <= _MAX_INT:
+                    raise ValueError(f"must be an integer from 0 to {_MAX_INT}, not {clip(raw)}")
             elif kind == "float":
                 out[key] = coerce(raw, "number")
             elif kind == "list":

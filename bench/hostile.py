@@ -35,7 +35,7 @@ def distinct_inputs(cases):
     """Cases that differ in what the tool is given (verb, arguments, files, env, limits)."""
     keys = set()
     for c in cases:
-        h = hashlib.sha1(repr((c.program, c.verb, c.args, sorted(c.env.items()), c.fsize)).encode())
+        h = hashlib.sha1(repr((c.program, c.verb, c.args, sorted(c.env.items()), c.fsize, c.cwd_gone)).encode())
         for rel, spec in sorted(c.files.items()):
             h.update(rel.encode() + (spec if isinstance(spec, bytes) else repr(spec).encode()))
         keys.add(h.hexdigest())

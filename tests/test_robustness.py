@@ -7,11 +7,14 @@ for parse errors a line:column.
 
 import os
 import re
+import shutil
+import subprocess
+import sys
 import time
 
 import pytest
 
-from conftest import run_subprocess
+from conftest import ROOT, run_subprocess
 
 ROOT_USER = hasattr(os, "geteuid") and os.geteuid() == 0
 LINE_COL = re.compile(r":\d+:\d+: ")
@@ -549,3 +552,84 @@ def test_flags_and_names_out_of_range_are_bad_input(args, words):
     allows, gave a traceback) instead of one line and exit 2."""
     line = one_line(run_subprocess(["-m", "ftrecipes", *args]))
     assert words in line, line
+
+
+# --- hostile round of 2026-11-28 (bench/hostile.py: dash/, hint/, cwd-gone/ and others) -------
+PLAN = ["plan", "--model", "Qwen2.5-7B", "--method", "lora", "--gpus", "8xA100-80GB", "--seq-len", "2048", "--global-batch", "64"]
+
+
+@pytest.mark.parametrize("args, stream", [
+    (["estimate", "qwen7b-dpo-v100x8", "--svg", "-"], "standard output"),
+    (["estimate", "--model", "Qwen2.5-7B", "--svg", "-"], "standard output"),
+    (["render", "qwen7b-dpo-v100x8", "-o", "-"], "standard output"),
+    ([*PLAN, "-o", "-"], "standard output"),
+    (["render", "qwen7b-dpo-v100x8", "--values", "-"], "standard input"),
+    (["estimate", "--config", "-", "--model", "Qwen2.5-7B"], "standard input"),
+    (["lint", "--config-extras", "-", "recipes"], "standard input"),
+])
+def test_dash_is_no_stream_and_no_file(tmp_path, args, stream):
+    """'-' named no stream: `estimate --svg -` wrote a file '-', `render -o -` a folder '-'."""
+    line = one_line(run_subprocess(["-m", "ftrecipes", *args], cwd=tmp_path))
+    assert line.startswith("ftrecipes: error: -: not " + stream), line
+    assert not os.path.lexists(tmp_path / "-")
+
+
+def test_dash_spelt_as_a_path_is_a_file(tmp_path):
+    proc = run_subprocess(["-m", "ftrecipes", "estimate", "qwen7b-dpo-v100x8", "--svg", "./-"], cwd=tmp_path)
+    assert proc.returncode in (0, 3) and (tmp_path / "-").read_text().startswith("<svg"), proc.stderr
+
+
+def test_estimate_hints_name_no_lint_flag(tmp_path):
+    """estimate --config of a file of no known kind said 'pass --kind', a flag only lint has."""
+    (tmp_path / "x.yaml").write_text("foo: 1\n")
+    line = one_line(estimate("--config", tmp_path / "x.yaml"))
+    assert "x.yaml" in line and "--kind" not in line and "estimate --config reads" in line, line
+    report = lint(tmp_path / "x.yaml")
+    assert report.returncode == 2 and "pass --kind" in report.stdout, report.stdout
+
+
+def test_plan_unknown_model_offers_no_params_flag():
+    line = one_line(run_subprocess(["-m", "ftrecipes", *PLAN[:2], "NoSuch-7B", *PLAN[3:]]))
+    assert "NoSuch-7B" in line and "--params" not in line, line
+
+
+@pytest.mark.parametrize("old, new, key", [("  name: Qwen2.5-7B-Instruct\n", "  name: NoSuch-7B\n", "model.name"),
+                                            ("  gpu: V100-32GB\n", "  gpu: V999\n", "hardware.gpu")])
+def test_recipe_with_unknown_model_or_gpu_names_recipe_yaml(tmp_path, old, new, key):
+    folder = tmp_path / "qwen7b-dpo-v100x8"
+    shutil.copytree(ROOT / "recipes" / folder.name, folder)
+    text = (folder / "recipe.yaml").read_text()
+    assert old in text
+    (folder / "recipe.yaml").write_text(text.replace(old, new, 1))
+    line = one_line(estimate(str(folder)))
+    assert re.search(r"recipe\.yaml:\d+:\d+: " + re.escape(key) + ": unknown", line) and "--params" not in line, line
+
+
+@pytest.mark.parametrize("args, words", [
+    (["estimate", "minicpmv-full-a100-40gx2", "--set", "image_slices=" + "1" * 400], "image_slices"),
+    (["estimate", "minicpmv-full-a100-40gx2", "--set", "image_slices=2147483648"], "image_slices"),
+    ([*PLAN[:6], "9" * 5000 + "xH100-80GB", *PLAN[7:]], "--gpus"),
+    ([*PLAN, "-o", ""], "-o"),
+    (["render", "qwen7b-dpo-v100x8", "--file", ""], "--file"),
+    (["lint", "--root", "no-such-folder", "recipes"], "--root"),
+    (["lint", "--root", "README.md", "recipes"], "--root"),
+])
+def test_counts_and_names_that_were_taken_as_something_else(args, words):
+    """image_slices with 400 digits overflowed float() (traceback), plan --gpus with 5,000 digits
+    hit int()'s limit; plan -o '' and render --file '' were read as absent, lint --root naming
+    no folder was ignored."""
+    line = one_line(run_subprocess(["-m", "ftrecipes", *args], cwd=ROOT))
+    assert words in line, line
+
+
+def test_deleted_working_folder_is_one_line(tmp_path):
+    """A shell sitting in a deleted folder: relative paths, and os.getcwd on the way to absolute
+    ones, were FileNotFoundError tracebacks; an absolute --svg needs no working folder."""
+    def gone(*args):
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "tools"))
+        return subprocess.run(["sh", "-c", 'mkdir "$0" && cd "$0" && rmdir "$0" && exec "$@"', str(tmp_path / "gone"),
+                               sys.executable, "-m", "ftrecipes", *args], capture_output=True, text=True, env=env)
+    for args in (["render", "qwen7b-dpo-v100x8", "-o", "out"], ["estimate", "--config", "ds.json", "--model", "Qwen2.5-7B"]):
+        assert "current folder no longer exists" in one_line(gone(*args))
+    proc = gone("estimate", "--model", "Qwen2.5-7B", "--gpu", "A100-80GB", "--svg", str(tmp_path / "c.svg"))
+    assert proc.returncode in (0, 3) and (tmp_path / "c.svg").is_file(), proc.stderr

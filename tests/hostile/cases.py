@@ -104,6 +104,7 @@ def parse_payloads(ext):
         "top-level-null": b"null\n",
         "top-level-list": b"[1, 2]\n",
         "json-comments": b'// c\n{"train_batch_size": 8}\n',
+        "deep-arrays": b"[" * 1_000_000 + b"]" * 1_000_000,  # 10^6 levels, JSON and YAML flow alike
     }
     if not json_like:
         out["yaml-two-docs"] = b"a: 1\n---\nb: 2\n"
@@ -843,10 +844,111 @@ def regen_cases():
     return out
 
 
+# --- a new round (2026-11-28): "-", hints naming absent flags, a deleted working folder --------
+PLAN_BASE = ("--model", "Qwen2.5-7B", "--method", "lora", "--gpus", "8xA100-80GB", "--seq-len", "2048", "--global-batch", "64")
+
+
+def dash_cases():
+    """'-' as a path: no verb reads standard input or writes standard output through a path
+    argument, so '-' was silently a file or folder of that name (`estimate --svg -` wrote a file
+    '-'; `render -o -` a folder). Every path argument now refuses it the same way; ./- still
+    names such a file."""
+    out_args = {"svg-recipe": ("estimate", (DPO, "--svg", "-")),
+                "svg-config": ("estimate", ("--model", "Qwen2.5-7B", "--gpu", "A100-80GB", "--svg", "-")),
+                "render-o": ("render", (DPO, "-o", "-")), "plan-o": ("plan", (*PLAN_BASE, "-o", "-"))}
+    in_args = {"values": ("render", (DPO, "--values", "-")), "config": ("estimate", ("--config", "-", "--model", "Qwen2.5-7B")),
+               "lint": ("lint", ("-",)), "config-extras": ("lint", ("--config-extras", "-", "{d}/ds.json"))}
+    out = [Case(id=f"dash/{cid}", verb=verb, args=args, names=("standard output",), files={"ds.json": m.ds_json()},
+                why="'-' names no stream here: one line saying so, nothing written (no file or folder '-')")
+           for cid, (verb, args) in out_args.items()]
+    out += [Case(id=f"dash/{cid}", verb=verb, args=args, names=("standard input",), stdout_ok=verb == "lint",
+                 files={"ds.json": m.ds_json()}, why="'-' names no stream here: one line saying standard input is not read")
+            for cid, (verb, args) in in_args.items()]
+    out.append(Case(id="dash/model", verb="estimate", args=("--model", "-"), names=("'-'",), forbid=("--params",),
+                    why="--model - is no catalog model: one line, no flag estimate lacks"))
+    out.append(Case(id="dash/svg-dot-slash", verb="estimate", args=(DPO, "--svg", "./-"), expect=(0, 3), writes=("-",),
+                    why="./- is a file literally named '-': written"))
+    out.append(Case(id="dash/render-o-dot-slash", verb="render", args=(DPO, "-o", "./-"), expect=(0,), writes=("-",),
+                    why="./- is a folder literally named '-': written"))
+    out.append(Case(id="dash/plan-o-empty", verb="plan", args=(*PLAN_BASE, "-o", ""), names=("-o",),
+                    why="plan -o '' names no folder (it was taken as no -o and exited 0)"))
+    return out
+
+
+def hint_cases():
+    """A message's advice names only flags its verb has: estimate --config said 'pass --kind'
+    (lint's flag), plan and a recipe's unknown model said 'or --params' (estimate's, and not with
+    a recipe); a recipe's unknown model or GPU now names recipe.yaml and its key."""
+    odd = {"x.yaml": b"foo: 1\n", "x.json": b'{"foo": 1}\n', "swift.yaml": b"tuner_type: lora\nmodel: x\n"}
+    out = [Case(id=f"hint/estimate-unknown-kind-{name}", verb="estimate", args=("--config", "{d}/" + name), files={name: data},
+                names=(name,), forbid=("--kind",), why=f"{name} is of no kind estimate reads: one line, no --kind (lint's flag)")
+           for name, data in odd.items()]
+    out.append(Case(id="hint/lint-unknown-kind", verb="lint", args=("{d}/x.yaml",), files={"x.yaml": odd["x.yaml"]},
+                    names=("--kind",), stdout_ok=True, why="lint has --kind: its advice keeps it"))
+    out.append(Case(id="hint/plan-unknown-model", verb="plan", args=("--model", "NoSuch-7B", *PLAN_BASE[2:]),
+                    names=("NoSuch-7B",), forbid=("--params",), why="plan has no --params: its unknown-model line must not offer it"))
+    for cid, (pattern, line, key) in {"model": (r"^  name: .*$", "  name: NoSuch-7B", "model.name"),
+                                      "gpu": (r"^  gpu: .*$", "  gpu: V999-32GB", "hardware.gpu")}.items():
+        data = _recipe_yaml(**{pattern: line})
+        out.append(Case(id=f"hint/estimate-recipe-unknown-{cid}", verb="estimate", args=("{d}/r/" + DPO,),
+                        files={f"r/{DPO}": RecipeCopy(DPO, (("recipe.yaml", data),))}, names=("recipe.yaml", key),
+                        forbid=("--params",), why=f"recipe.yaml's {key} unknown to the catalog: its file and key, no --params"))
+    return out
+
+
+def bound_cases():
+    """Counts past what any flag takes: a memory --set integer (image_slices) reached the estimate
+    and overflowed float() (traceback), and plan --gpus with 5,000 digits hit int()'s limit."""
+    out = [Case(id=f"estimate-set/image-slices-{vid}", verb="estimate", args=(recipe, "--set", f"image_slices={val}"),
+                names=("image_slices",), why=f"image_slices={val[:12]}: not a count, exit 2 naming it")
+           for vid, val, recipe in (("huge", "1" * 30, "minicpmv-full-a100-40gx2"), ("2pow31", str(2**31), "minicpmv-full-a100-40gx2"),
+                                    ("bigint", BIG_INT, DPO), ("negative", "-1", DPO))]
+    for vid, count in (("bigint", BIG_INT), ("over-max", str(2**31))):
+        args = dict(zip(PLAN_BASE[::2], PLAN_BASE[1::2]), **{"--gpus": count + "xH100-80GB"})
+        out.append(Case(id=f"plan-flag/gpus-{vid}", verb="plan", args=tuple(x for kv in args.items() for x in kv),
+                        names=("--gpus",), why="more GPUs per node than any count flag takes: exit 2 naming --gpus"))
+    return out
+
+
+def cwd_gone_cases():
+    """Run from a folder deleted under the shell: relative paths, and os.getcwd on the way to
+    absolute ones, raised FileNotFoundError tracebacks (render -o, --svg even with an absolute
+    path, --config, regen). One line now; what needs no working folder still works."""
+    R = lambda cid, verb, args, **kw: Case(id=f"cwd-gone/{cid}", verb=verb, args=args, cwd_gone=True, **kw)
+    return [
+        R("render-o", "render", (DPO, "-o", "out"), names=("current folder",), why="-o relative to a deleted folder: one line"),
+        R("svg-relative", "estimate", (DPO, "--svg", "c.svg"), names=("current folder",), why="--svg relative: one line"),
+        R("config-relative", "estimate", ("--config", "ds.json", "--model", "Qwen2.5-7B"), names=("current folder",),
+          why="--config relative to a deleted folder: one line"),
+        R("regen-check", "regen", ("--check", DPO), expect=(0, 2), why="regen --check: a verdict or one line, no traceback"),
+        R("svg-absolute", "estimate", ("--model", "Qwen2.5-7B", "--gpu", "A100-80GB", "--svg", "{d}/c.svg"), expect=(0, 3),
+          writes=("c.svg",), why="an absolute --svg needs no working folder: written"),
+        R("render-o-absolute", "render", (DPO, "-o", "{d}/out"), expect=(0,), writes=("out",), why="an absolute -o: written"),
+        R("list", "list", (), expect=(0,), why="list reads no path"),
+    ]
+
+
+def stray_flag_cases():
+    """Flags whose odd values were taken as something else: render --file '' printed the primary
+    file; lint --root naming no folder was ignored (references resolved from elsewhere)."""
+    ds = {"ds.json": m.ds_json(), "fifo": Fifo()}
+    out = [Case(id="name-render/file-empty", verb="render", args=(DPO, "--file", ""), names=("--file",),
+                why="--file '' names no file of the recipe: exit 2")]
+    for cid, root in {"missing": "{d}/nope", "file": "{d}/ds.json", "fifo": "{d}/fifo", "empty": ""}.items():
+        out.append(Case(id=f"lint-flag/root-{cid}", verb="lint", args=("--root", root, "{d}/ds.json"), files=ds,
+                        names=("--root",), why=f"--root naming a {cid} path is no working folder: exit 2 naming --root"))
+    out.append(Case(id="lint-flag/root-dir", verb="lint", args=("--root", "{d}", "{d}/ds.json"), files={"ds.json": m.ds_json()},
+                    expect=(0,), why="--root naming a folder: the clean ds.json lints clean"))
+    out.append(Case(id="estimate-config/dev-stdin", verb="estimate", args=("--config", "/dev/stdin", "--model", "Qwen2.5-7B"),
+                    names=("/dev/stdin",), why="/dev/stdin (here /dev/null) is no regular file: refused naming it"))
+    return out
+
+
 def all_cases():
     out = (payload_cases() + semantic_cases() + valid_cases() + output_cases() + recipe_cases()
            + name_cases() + flag_cases() + ref_cases() + misc_cases() + trainer_config_cases() + stream_cases()
-           + plan_flag_cases() + terminal_cases() + plan_name_cases())
+           + plan_flag_cases() + terminal_cases() + plan_name_cases() + dash_cases() + hint_cases() + bound_cases()
+           + cwd_gone_cases() + stray_flag_cases())
     ids = [c.id for c in out]
     dupes = {i for i in ids if ids.count(i) > 1}
     assert not dupes, dupes

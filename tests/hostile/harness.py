@@ -98,6 +98,8 @@ class Case:
     leaks: tuple = ()  # text that must not reach stdout (Python objects, files outside the recipe)
     stdout_to: str | None = None  # "closed", "full" (/dev/full) or "broken-pipe" (no reader): not captured
     terminal: bool = False  # stdout and stderr are text for a terminal: no raw control characters
+    forbid: tuple = ()  # words the exit-2 message must not hold (a flag this verb does not have)
+    cwd_gone: bool = False  # run from a folder deleted after the shell entered it
 
     def argv(self, d, recipes):
         sub = lambda s: s.replace("{d}", str(d)).replace("{recipes}", str(recipes))
@@ -134,9 +136,14 @@ class Tool:
     def command(self, case, d):
         module = "ftrecipes.cli" if case.program == "ftrecipes" else None
         if module:
-            return [sys.executable, "-m", "ftrecipes", *case.argv(d, self.recipes)]
-        return [sys.executable, "-c", "import sys; from ftrecipes.cli import render_main; sys.exit(render_main())",
-                *case.argv(d, self.recipes)]
+            cmd = [sys.executable, "-m", "ftrecipes", *case.argv(d, self.recipes)]
+        else:
+            cmd = [sys.executable, "-c", "import sys; from ftrecipes.cli import render_main; sys.exit(render_main())",
+                   *case.argv(d, self.recipes)]
+        if case.cwd_gone:
+            # made, entered and removed by the shell itself, so the case folder ends as it began
+            return ["sh", "-c", 'mkdir "$0" && cd "$0" && rmdir "$0" && exec "$@"', str(d / "gone"), *cmd]
+        return cmd
 
     def env_plain(self, home):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "FTRECIPES"))}
@@ -356,6 +363,9 @@ def _message_problem(case, d, stdout, stderr):
         return f"{len(lines)} lines: {_last_line(msg)}"
     if missing:
         return f"missing {missing}: {_last_line(msg)}"
+    wrong = [w for w in case.forbid if w in msg]
+    if wrong:
+        return f"names {wrong[0]!r}, which this verb does not take: {_last_line(msg)}"
     return None
 
 

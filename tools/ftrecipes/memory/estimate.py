@@ -18,7 +18,7 @@ from .deepspeed_transients import (Transients, gathers_allocate, recompute_fails
                                    transients)
 from .host import GiB, host_bytes
 from .model_states import (accelerate_native_amp, adapters_in_fp32, check_expressed, checkpoint_reentrant,
-                           expressed_states, expressed_transients, fsdp_accumulated_grads, hooks_inside_checkpoint,
+                           accumulated_grads, expressed_states, expressed_transients, hooks_inside_checkpoint,
                            rope_table_bytes, uses_master_weights, zero_paper_model_states)
 
 PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -244,7 +244,7 @@ class _Plan:
     xt: dict = field(default_factory=dict)  # temporaries of the non-DeepSpeed settings, by phase
     loss_kernel: str = "none"  # the LM-head / loss path the trainer really runs (trl_head.loss_path)
     setup_cache: float = 0.0   # freed in setup but kept reserved by the allocator (_setup_transient)
-    accum_grads: float = 0.0   # FSDP's unsharded gradients between micro batches (fsdp_accumulated_grads)
+    accum_grads: float = 0.0   # gradients held between micro batches (model_states.accumulated_grads)
     output_copy: float = 0.0   # accelerate's fp32 copy of the returned logits (_forward_extra)
 
     def phase(self, name, **cats) -> Phase:
@@ -422,7 +422,7 @@ def _buffers(c: _Plan) -> None:
             _recompute_holds(c, shape)
     else:
         c.tr = Transients()
-    c.accum_grads = fsdp_accumulated_grads(s, shape, c.total, c.trainable, c.n, c.p)
+    c.accum_grads = accumulated_grads(s, shape, c.total, c.trainable, c.n, c.p, c.ms.grads)
     c.xt = expressed_transients(s, shape, c.total, c.trainable, c.n, c.p, c.pt, c.ms, c.largest_tensor,
                                 accum_grads=c.accum_grads)
 

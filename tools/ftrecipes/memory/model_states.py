@@ -679,6 +679,22 @@ def fsdp_accumulated_grads(s, shape, total: int, trainable: int, n: int, p: int)
     return p * units
 
 
+def accumulated_grads(s, shape, total: int, trainable: int, n: int, p: int, grads: float) -> float:
+    """GPU bytes of gradients held from one micro batch's backward into the next micro batch's
+    forward. FSDP: its unsharded gradients under no_sync (fsdp_accumulated_grads). One process or
+    DDP: autograd adds each micro batch's gradient into .grad, and nothing frees it before the
+    optimizer's step and zero_grad (the transformers Trainer's _inner_training_loop, Lightning
+    Fabric, torchtune's single-device recipes), so with grad_accum > 1 every micro batch after
+    the first runs its forward with all gradients (`grads`, as held after a backward) allocated;
+    with one micro batch per step zero_grad(set_to_none) has freed them. optimizer_in_backward
+    steps and frees each gradient as it is made."""
+    if s.framework in ("fsdp", "fsdp2"):
+        return fsdp_accumulated_grads(s, shape, total, trainable, n, p)
+    if s.framework in ("torch", "ddp") and s.grad_accum > 1 and not s.optimizer_in_backward:
+        return grads
+    return 0.0
+
+
 def adam_step_temporaries(s, pt: int, trainable: float, largest_tensor: int) -> float:
     """Bytes torch's AdamW allocates during its update, outside DeepSpeed (whose FusedAdam / CPU
     Adam update in place). s: a Setup; pt: bytes of a trainable parameter (= of its states).

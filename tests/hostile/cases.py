@@ -159,8 +159,11 @@ def payload_cases():
             files = {name: target if not isinstance(target, Link) else Link(target.target.replace("{d}/IN", f"{{d}}/{name}"))}
             for rel, s in extra:
                 files[rel] = Link(s.target.replace("{d}/IN", f"{{d}}/{name}")) if isinstance(s, Link) else s
+            # lint walks a folder, even one named ds.json; a walk that finds no config is a note and
+            # exit 0 since 44041cc (as ruff and black answer a folder without Python files)
+            want = (0,) if verb == "lint" and pid == "directory" else expect
             cases.append(Case(
-                id=f"{chan}/{pid}", verb=verb, args=args, files=files, expect=expect, names=names,
+                id=f"{chan}/{pid}", verb=verb, args=args, files=files, expect=want, names=names,
                 why=f"{name} is a {pid}: not a regular file of sane size; refuse in < 2 s naming it"))
         cases.append(Case(id=f"{chan}/missing", verb=verb, args=args, expect=expect, names=names,
                           why=f"{name} does not exist: one line naming it, exit 2"))
@@ -204,8 +207,9 @@ def semantic_cases():
         cases.append(Case(id=f"estimate-config/{sid}", verb="estimate", args=("--config", "{d}/ds.json", "--model", "Qwen2.5-7B"),
                           files={"ds.json": data}, names=("ds.json", key_or_line(data, key, "ds.json")),
                           why=f"{key} is nonsense for DeepSpeed: bad input, exit 2 naming ds.json and {key}"))
+        # a null batch key is one DeepSpeed derives, as when absent (1ed778a): lint passes it
         cases.append(Case(id=f"lint-json/{sid}", verb="lint", args=("{d}/ds.json",), files={"ds.json": data},
-                          expect=LINT_BAD, names=("ds.json",), stdout_ok=True,
+                          expect=(0,) if sid == "micro-null" else LINT_BAD, names=("ds.json",), stdout_ok=True,
                           why=f"{key} is nonsense: lint must report it (1) or refuse (2), never pass"))
     for hid, (cfg, key) in hf_semantic().items():
         body = cfg if isinstance(cfg, bytes) else json.dumps(cfg).encode()

@@ -633,3 +633,34 @@ def test_deleted_working_folder_is_one_line(tmp_path):
         assert "current folder no longer exists" in one_line(gone(*args))
     proc = gone("estimate", "--model", "Qwen2.5-7B", "--gpu", "A100-80GB", "--svg", str(tmp_path / "c.svg"))
     assert proc.returncode in (0, 3) and (tmp_path / "c.svg").is_file(), proc.stderr
+
+
+def _without_dac(args, cwd):
+    """Run the CLI where permissions bite: as root, with the capabilities that bypass them
+    dropped (capsh), since root reads mode-000 files and searches mode-600 folders."""
+    cmd = [sys.executable, "-m", "ftrecipes", *map(str, args)]
+    if ROOT_USER:
+        if not shutil.which("capsh"):
+            pytest.skip("root without capsh: permissions cannot bite")
+        cmd = ["capsh", "--drop=cap_dac_override,cap_dac_read_search,cap_fowner", "--", "-c", 'exec "$0" "$@"', *cmd]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "tools"))
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
+
+
+def test_permission_denied_folders_are_one_line(tmp_path):
+    """A config in a folder that may not be searched was a PermissionError traceback in estimate
+    (pins probed the folder's .git and setup.py with Path.exists / is_file); a folder named to lint
+    that may not be listed read as 'no configs found', exit 0."""
+    (tmp_path / "noexec").mkdir()
+    shutil.copy(ROOT / "recipes" / "qwen7b-dpo-v100x8" / "rendered" / "ds.json", tmp_path / "noexec" / "ds.json")
+    shutil.copytree(tmp_path / "noexec", tmp_path / "locked")
+    (tmp_path / "noexec").chmod(0o600)  # listed, not searched
+    (tmp_path / "locked").chmod(0o300)  # searched, not listed
+    try:
+        line = one_line(_without_dac(["estimate", "--config", "noexec/ds.json", "--model", "Qwen2.5-7B"], tmp_path))
+        assert line == "ftrecipes: error: noexec/ds.json: cannot read: Permission denied", line
+        proc = _without_dac(["lint", "locked"], tmp_path)
+        assert proc.returncode == 2 and proc.stdout == "locked:1:1: unusable-input cannot read folder: Permission denied\n", proc
+    finally:
+        (tmp_path / "noexec").chmod(0o755)
+        (tmp_path / "locked").chmod(0o755)

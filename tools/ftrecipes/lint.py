@@ -77,6 +77,19 @@ def discover(targets, ignore=()):
     return out
 
 
+def _unlistable(target):
+    """A UserError for a folder named on the command line that cannot be listed (no read or
+    search permission): the walk skips such folders quietly, so it read as 'no configs found',
+    exit 0, while every config in it went unchecked."""
+    if not os.path.isdir(target):
+        return None
+    try:
+        with os.scandir(target):
+            return None
+    except OSError as exc:
+        return UserError(f"cannot read folder: {exc.strerror}", path=target)
+
+
 def walk_top(path, top):
     """The repository top for a file found by walking folder top, when no .git says otherwise.
 
@@ -432,6 +445,7 @@ def run(targets, kind=None, options=None, ignore=(), skip_unknown=False, root=No
         for ref in refs:
             add(ref, False, walked=ref in loose, top=top)
 
+    result.unusable.extend(filter(None, map(_unlistable, targets)))
     for path, explicit, top in discover(targets, ignore):
         add(path, explicit and not skip_unknown, kind, walked=not explicit, top=top)
     apply_entry_points(configs)

@@ -191,7 +191,9 @@ def _git_top(folder):
     # Asked for every config of a setup (lint, pins): a folder of 5,000 files walks up once.
     p = _real(folder)
     for _ in range(MAX_DEPTH):
-        if (p / ".git").exists():
+        # os.path.exists: a folder that may not be searched (mode 600) is no readable repository
+        # top, where Path.exists raised PermissionError (a traceback in estimate --config)
+        if os.path.exists(p / ".git"):
             return p
         if p.parent == p:
             break
@@ -316,7 +318,13 @@ def _pins(config_path, root):
     folder = _real(config_path).parent if os.path.islink(config_path) else os.path.dirname(os.path.abspath(config_path))
     out = {}
     for folder in _folders(os.fspath(folder), None if root is None else os.fspath(root)):
-        for fw, hit in _folder_pins(folder).items():
+        try:
+            hits = _folder_pins(folder)
+        except OSError:
+            # a folder that may not be searched pins nothing we can read (Path.is_file raised
+            # PermissionError); the config in it is then refused by its own read, in one line
+            continue
+        for fw, hit in hits.items():
             out.setdefault(fw, hit)
     return out
 

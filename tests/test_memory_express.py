@@ -1039,3 +1039,24 @@ def test_gradients_accumulate_across_micro_batches_outside_deepspeed():
     # DeepSpeed keeps its own gradient buffers (kept_grads, ZeRO's partitions): not this rule
     ds = estimate(Setup(**{**base, "framework": "deepspeed", "master_weights": None}, zero_stage=2, grad_accum=8))
     assert phase(ds, "forward")["grads"] == 0
+
+
+def test_grpo_loads_a_reference_model_while_trls_beta_defaults_to_a_kl_term():
+    """TRL's GRPOConfig.beta is 0.04 up to 0.18.2 and 0.0 from 0.19.0 (grpo_config.py in the
+    wheels); with beta > 0 GRPOTrainer builds a frozen copy of a fully trained policy
+    (create_reference_model), sharded only under ZeRO-3, and none under LoRA (adapters disabled).
+    The tenth blind round's GRPO OOMs (Qwen2.5-7B, TRL 0.15, H20s) were called fits / tight without it."""
+    base = dict(model="Qwen2.5-7B", gpu="H20", framework="torch", trainer="trl", method="grpo", seq_len=768,
+                micro_batch=4, load_dtype="bf16")
+    old, new = estimate(Setup(**base, trl_version="0.18.2")), estimate(Setup(**base, trl_version="0.19.0"))
+    weights = phase(new, "setup")["params"]
+    assert phase(old, "setup")["params"] == pytest.approx(2 * weights)
+    assert phase(estimate(Setup(**base, trl_version="0.18.2", dpo_reference="precomputed")), "setup")["params"] == \
+        pytest.approx(weights)  # beta 0 stated
+    lora = dict(base, lora_rank=16)
+    assert phase(estimate(Setup(**lora, trl_version="0.18.2")), "setup")["params"] == \
+        pytest.approx(phase(estimate(Setup(**lora, trl_version="0.19.0")), "setup")["params"])
+    z3 = dict(base, framework="deepspeed", zero_stage=3, gpus=4, trl_version="0.18.2")
+    z3_new = dict(z3, trl_version="0.19.0")
+    assert phase(estimate(Setup(**z3)), "setup")["params"] == pytest.approx(
+        2 * phase(estimate(Setup(**z3_new)), "setup")["params"], rel=0.01)

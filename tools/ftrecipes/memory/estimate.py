@@ -88,6 +88,7 @@ class Setup:
     vllm_gpus: int = 0
     vllm_gpu_memory_utilization: float | None = None
     dpo_reference: str = "auto"        # auto | model (separate ref copy) | adapter (LoRA disabled) | precomputed
+                                       # (no reference model: precomputed log-probs, GRPO with beta 0)
     host_ram_bytes: int | None = None  # per node, for the host verdict
     cuda_context_bytes: int = CUDA_CONTEXT
     deepspeed_version: str = ""       # e.g. "0.19.8"; see deepspeed_transients.py for what depends on it
@@ -368,15 +369,26 @@ def _setup_transient(c: _Plan) -> tuple[float, float]:
     return max(candidates), max(0.0, cache - max(candidates))
 
 
+# TRL's GRPOConfig.beta defaults to 0.04 up to 0.18.2 and to 0.0 from 0.19.0 (grpo_config.py, read
+# in the wheels); with beta 0 GRPOTrainer loads no reference model (self.ref_model = None)
+GRPO_NO_REFERENCE_SINCE = "0.19.0"
+
+
 def _reference_model(c: _Plan) -> None:
-    """DPO: the reference model. With LoRA the reference is the base model with adapters disabled
-    (TRL and LLaMA-Factory), so it costs no extra weights; otherwise a second frozen copy."""
+    """DPO, and GRPO with a KL term: the reference model. With LoRA the reference is the base model
+    with adapters disabled (TRL and LLaMA-Factory), so it costs no extra weights; otherwise a
+    second frozen copy, sharded where the trainer prepares it with ZeRO-3 or FSDP (TRL's
+    prepare_deepspeed / accelerator.prepare_model(evaluation_mode=True)), whole per GPU otherwise."""
     s = c.s
     c.ref_mode = s.dpo_reference
     if s.method == "dpo" and c.ref_mode == "auto":
         c.ref_mode = "adapter" if s.lora_rank else "model"
-    if s.method == "dpo" and c.ref_mode == "model":
-        c.ref_params = c.p * c.total / (c.n if c.stage == 3 else 1)
+    if s.method == "grpo" and c.ref_mode == "auto":
+        c.ref_mode = ("precomputed" if trl_head.at_least(s.trl_version, GRPO_NO_REFERENCE_SINCE)
+                      else "adapter" if s.lora_rank else "model")
+    if s.method in ("dpo", "grpo") and c.ref_mode == "model":
+        sharded = c.stage == 3 or (s.method == "grpo" and s.framework in ("fsdp", "fsdp2"))
+        c.ref_params = c.p * c.total / (c.n if sharded else 1)
         if c.stage == 3 and c.off_param != "none":
             c.ms.host_params += c.ref_params
             c.ref_params = 0.0

@@ -28,7 +28,7 @@ from hostile.harness import ROWS, SLOW_SECONDS, Tool, tally  # noqa: E402
 from hostile.run import run_all  # noqa: E402
 
 KILL_RECIPES = ("qwen7b-dpo-v100x8", "qwen7b-lora-h100x8")
-VERBS = ("list", "show", "render", "lint", "estimate", "plan", "regen")
+VERBS = ("list", "show", "render", "lint", "estimate", "plan", "regen", "trace")
 
 
 def distinct_inputs(cases):

@@ -664,3 +664,15 @@ def test_permission_denied_folders_are_one_line(tmp_path):
     finally:
         (tmp_path / "noexec").chmod(0o755)
         (tmp_path / "locked").chmod(0o755)
+
+
+def test_trace_without_torch_or_with_an_unknown_model_is_one_line():
+    """trace was a KeyError traceback for a model the catalog lacks, and a ModuleNotFoundError
+    traceback where torch is not installed (the tool's own install has none)."""
+    import importlib.util
+
+    line = one_line(run_subprocess(["-m", "ftrecipes", "trace", "--model", "NoSuch-7B"]))
+    assert "unknown model 'NoSuch-7B'" in line, line
+    if importlib.util.find_spec("torch") is None:
+        line = one_line(run_subprocess(["-m", "ftrecipes", "trace", "--model", "Qwen2.5-7B"]))
+        assert "needs torch" in line, line

@@ -943,6 +943,8 @@ def stray_flag_cases():
                         names=("--root",), why=f"--root naming a {cid} path is no working folder: exit 2 naming --root"))
     out.append(Case(id="lint-flag/root-dir", verb="lint", args=("--root", "{d}", "{d}/ds.json"), files={"ds.json": m.ds_json()},
                     expect=(0,), why="--root naming a folder: the clean ds.json lints clean"))
+    out.append(Case(id="trace/unknown-model", verb="trace", args=("--model", "NoSuch-7B"), names=("NoSuch-7B",),
+                    why="trace of a model the catalog lacks: one line before any torch import (was a KeyError traceback)"))
     out.append(Case(id="estimate-config/dev-stdin", verb="estimate", args=("--config", "/dev/stdin", "--model", "Qwen2.5-7B"),
                     names=("/dev/stdin",), why="/dev/stdin (here /dev/null) is no regular file: refused naming it"))
     return out

@@ -157,12 +157,7 @@ def setup_from_args(a) -> tuple[Setup, list[str]]:
 
 def main(args) -> int:
     if getattr(args, "memory_command", "estimate") == "trace":
-        from .trace import trace_step  # torch only here
-
-        r = trace_step(args.model, args.seq_len, args.micro_batch, args.gradient_checkpointing,
-                       args.lora_rank, args.lora_target, args.attn_implementation)
-        print(json.dumps(r, indent=1))
-        return 0
+        return _trace(args)
     if args.recipe and not (args.model or args.params):
         raise UserError("recipe mode is run by the main ftrecipes CLI; here pass --model/--params")
     try:
@@ -177,6 +172,30 @@ def main(args) -> int:
         return _estimate(args, s, assumed)
     except (KeyError, ValueError) as exc:  # unknown model or GPU name, a combination the model refuses
         raise UserError(exc.args[0] if exc.args else str(exc)) from None
+
+
+def _trace(args) -> int:
+    """trace runs a real step (torch, transformers; peft for LoRA), which the tool's own install
+    lacks: without them, or with a model name the catalog lacks, it was a traceback."""
+    import importlib.util
+
+    from . import catalog
+
+    try:
+        catalog.model(args.model)
+    except KeyError as exc:
+        raise UserError(exc.args[0]) from None
+    wanted = ("torch", "transformers") + (("peft",) if args.lora_rank else ())
+    missing = [name for name in wanted if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UserError(f"trace runs one real training step on fake tensors and needs {', '.join(missing)}, "
+                        f"which this Python lacks (pip install {' '.join(missing)}); estimate needs none of them")
+    from .trace import trace_step
+
+    r = trace_step(args.model, args.seq_len, args.micro_batch, args.gradient_checkpointing,
+                   args.lora_rank, args.lora_target, args.attn_implementation)
+    print(json.dumps(r, indent=1))
+    return 0
 
 
 def _estimate(args, s, assumed=()) -> int:

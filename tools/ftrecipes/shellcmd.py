@@ -5,6 +5,7 @@ Not a shell: enough to find `torchrun ... -m openrlhf.cli.train_sft --flag value
 at the line of each flag.
 """
 
+import ast
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -149,10 +150,58 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?:\[[@*]\])?\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
+# ${NAME:-word} / ${NAME-word}: the script's own default, what a run as written gets
+# (InternVL's GPUS=${GPUS:-8}, --per_device_train_batch_size ${PER_DEVICE_BATCH_SIZE:-1})
+_DEFAULT = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?-([^${}]*)\}")
+
+
+def _defaulted(w, variables):
+    return _DEFAULT.sub(lambda m: _single(variables[m.group(1)], m.group(0)) if m.group(1) in variables
+                        else m.group(2), w)
+
+
+_ARITH = re.compile(r"\$\(\((.*)\)\)")
+
+
+def _arithmetic(w, variables):
+    """$((BATCH_SIZE / PER_DEVICE_BATCH_SIZE / GPUS)) over integers the script set, as bash
+    computes it (integer division truncating toward zero); anything else stays as written."""
+    m = _ARITH.fullmatch(w)
+    if not m:
+        return w
+    expr = re.sub(r"\$?\{?([A-Za-z_][A-Za-z0-9_]*)\}?",
+                  lambda r: _single(variables.get(r.group(1)), r.group(0)), m.group(1))
+    if not re.fullmatch(r"[0-9+\-*/%() ]+", expr) or "**" in expr:
+        return w
+    try:
+        value = _integer(ast.parse(expr, mode="eval").body)
+    except (SyntaxError, ZeroDivisionError, ValueError, RecursionError):
+        return w
+    return str(value)
+
+
+def _integer(node):
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _integer(node.operand)
+        return -v if isinstance(node.op, ast.USub) else v
+    if isinstance(node, ast.BinOp):
+        a, b = _integer(node.left), _integer(node.right)
+        if isinstance(node.op, (ast.Div, ast.Mod)):
+            q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
+            return q if isinstance(node.op, ast.Div) else a - q * b
+        ops = {ast.Add: a + b, ast.Sub: a - b} if not isinstance(node.op, ast.Mult) else {ast.Mult: a * b}
+        if type(node.op) in ops and abs(ops[type(node.op)]) < 2 ** 63:
+            return ops[type(node.op)]
+    raise ValueError(node)
+
+
 def _expand(words, word_lines, variables):
     """Expand $NAME / ${NAME} the script set: a whole word becomes the variable's words."""
     out, out_lines = [], []
     for w, ln in zip(words, word_lines):
+        w = _arithmetic(_defaulted(w, variables), variables) if not isinstance(w, Operator) and "$" in w else w
         m = _REF.fullmatch(w) if not isinstance(w, Operator) else None
         if m and (m.group(1) or m.group(2)) in variables:
             value, value_lines = variables[m.group(1) or m.group(2)]
@@ -183,6 +232,8 @@ def _remember(cmd, variables):
             words = shlex.split(value)
         except ValueError:
             words = value.split()
+        # the line was expanded before (${NAME:-word} included); $((...)) only whole words
+        words = [_arithmetic(w, variables) for w in words]
         if name in variables and any("$" in w for w in words):
             # A value only the running shell knows does not replace the script's own: `MODEL=$1`
             # in the argument loop of QwenLM/Qwen's finetune/*.sh runs only when the script is
@@ -205,6 +256,14 @@ def _words(chunk):
     A non-POSIX lexer keeps the quotes, which is how a quoted '|' is told from a pipe;
     each word is then unquoted the POSIX way.
     """
+    # `# a comment` inside a continued command is a command substitution that runs nothing and
+    # expands to nothing (MedicalGPT's run_grpo.sh); lexed as words, its # hid the rest of the line
+    chunk = re.sub(r"`\s*#[^`]*`", "", chunk)
+    # redirections are not words of the command: `--deepspeed ${DS_CONFIG} 2>&1 | tee log` gave
+    # --deepspeed the value [path, '2>'] (R1-V's run_grpo_vllm_qwen25vl.sh); `> out.log` likewise
+    chunk = re.sub(r"(?:^|(?<=\s))\d*(?:>&\d+|&?>>?\s*[^\s;&|<>'\"]+)(?=\s|$|[;&|])", " ", chunk)
+    # an arithmetic expansion is one word however it is spaced: $((BATCH / MICRO / GPUS))
+    chunk = re.sub(r"\$\(\(([^()]*(?:\([^()]*\)[^()]*)*)\)\)", lambda m: "$((" + m.group(1).replace(" ", "") + "))", chunk)
     try:
         lexer = shlex.shlex(chunk, posix=False, punctuation_chars=";&|")
         lexer.whitespace_split = True

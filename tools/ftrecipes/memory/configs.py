@@ -603,14 +603,21 @@ def from_openrlhf(f: _File) -> dict:
 
 # The Setup field each flag from_launch reads feeds, and the estimate flag that can give it instead.
 _LAUNCH_FIELDS = {"nproc_per_node": "gpus", "num_gpus": "gpus", "num_processes": "gpus", "nnodes": "gpus",
-                  "num_machines": "gpus", "per_device_train_batch_size": "micro_batch", "model_max_length": "seq_len",
+                  "num_machines": "gpus", "per_device_train_batch_size": "micro_batch", "model_max_length": "seq_len", "max_seq_length": "seq_len",
                   "gradient_accumulation_steps": "grad_accum", "gradient_checkpointing": "gradient_checkpointing",
                   "bf16": "precision", "fp16": "precision", "optim": "optimizer", "use_lora": "lora_rank",
                   "lora_r": "lora_rank", "lora_dropout": "lora_dropout", "q_lora": "quantization",
-                  "max_slice_nums": "image_slices", "model_name_or_path": "model"}
+                  "max_slice_nums": "image_slices", "model_name_or_path": "model", "lora_enable": "lora_rank",
+                  "use_peft": "lora_rank", "lora_rank": "lora_rank", "bits": "quantization",
+                  "deepspeed": "deepspeed_config", "grad_checkpoint": "gradient_checkpointing",
+                  "use_llm_lora": "lora_rank"}
 _FIELD_FLAGS = {"gpus": "--gpus", "micro_batch": "--micro-batch", "seq_len": "--seq-len", "grad_accum": "--grad-accum",
                 "gradient_checkpointing": "--gradient-checkpointing", "precision": "--precision",
-                "lora_rank": "--lora-rank", "model": "--model"}
+                "lora_rank": "--lora-rank", "model": "--model", "deepspeed_config": "--config with that DeepSpeed JSON"}
+# The flag that turns LoRA on in a Trainer script's own dataclasses: QwenLM/Qwen's and MiniCPM-V's
+# use_lora, LLaVA's lora_enable (and the LLaVA-derived trainers), MedicalGPT's use_peft; the rank is
+# lora_r or lora_rank
+_LORA_SWITCHES = ("use_lora", "lora_enable", "use_peft")
 
 
 def _shell_filled(value) -> bool:
@@ -870,6 +877,7 @@ def from_launch(cfg, versions=None) -> dict:
         f = _File(cfg, {k: v for k, (v, _line) in flags.items() if k not in unset}, lines)
         if unset:
             out["_unresolved"] = _unresolved(f, unset)
+        _deepspeed_found(cfg, f)
         if trl_config:
             return {**out, **_trl_launch(cfg, f, trl_config, trl_line, versions)}
         for key in ("zero_stage", "offload"):
@@ -877,22 +885,76 @@ def from_launch(cfg, versions=None) -> dict:
                 # a training script that builds its own DeepSpeed config from flags (DeepSpeed-Chat's
                 # main.py), not a TrainingArguments script: its ZeRO stage is not read here
                 raise f.error(key, f"--{key}: the script builds its own DeepSpeed config (pass it with --config as JSON)")
-        lora = _true(f.get("use_lora", default=False))
-        out.update({"micro_batch": f.int("per_device_train_batch_size", minimum=1), "seq_len": f.int("model_max_length", minimum=1),
+        out.update({"micro_batch": f.int("per_device_train_batch_size", minimum=1), "seq_len": f.int("model_max_length", "max_seq_length", minimum=1),
                     "grad_accum": f.int("gradient_accumulation_steps", minimum=1),
-                    "gradient_checkpointing": _true(f.get("gradient_checkpointing")) if "gradient_checkpointing" in f.data else None,
+                    "gradient_checkpointing": _launch_checkpointing(f),
                     "precision": "bf16" if _true(f.get("bf16")) else ("fp16" if _true(f.get("fp16")) else None),
                     "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f, "model_name_or_path"),
-                    **_processes(f),
-                    "lora_rank": (f.int("lora_r", default=64, minimum=1) if lora else 0) if "use_lora" in f.data else None,
-                    # both finetune.py's LoraArguments default lora_dropout to 0.05
-                    "lora_dropout": f.probability("lora_dropout", default=0.05) if lora else None,
-                    "quantization": "4bit" if lora and _true(f.get("q_lora", default=False)) else None})
+                    **_processes(f), **_launch_lora(f),
+                    # a Trainer script launched without --deepspeed trains under DDP (read() keeps an
+                    # accelerate config's FSDP, and a DeepSpeed config named elsewhere wins in _settle)
+                    "framework": None if "deepspeed" in flags else "ddp"})
         slices = f.int("max_slice_nums")
         if slices:
             out["image_slices"] = slices + 1  # the slices plus the downscaled overview image
         out["_unknown_model"] = f.unknown_model
     return out
+
+
+def _launch_lora(f: _File) -> dict:
+    """LoRA as a Trainer script's own dataclasses turn it on: a switch (_LORA_SWITCHES) with the
+    rank in lora_r / lora_rank, or InternVL's use_llm_lora, which is the rank itself (0: off).
+    A script whose language model is frozen outright trains only what sits around it, which the
+    memory model does not express; read as full fine-tuning it was several times too high."""
+    frozen = next((k for k in ("tune_mm_mlp_adapter", "freeze_llm") if _true(f.get(k, default=False))), None)
+    if "use_llm_lora" in f.data:
+        rank = f.int("use_llm_lora", minimum=0)
+        lora = {"lora_rank": rank, "lora_dropout": 0.05 if rank else None}  # InternVL's wrap_llm_lora
+    else:
+        switch = next((k for k in _LORA_SWITCHES if k in f.data), None)
+        on = bool(switch) and _true(f.get(switch))
+        # LLaVA's TrainingArguments default lora_r to 64 as well; both finetune.py's LoraArguments
+        # default lora_dropout to 0.05, and so does LLaVA
+        lora = {"lora_rank": (f.int("lora_r", "lora_rank", default=64, minimum=1) if on else 0) if switch else None,
+                "lora_dropout": f.probability("lora_dropout", default=0.05) if on else None,
+                "quantization": _launch_quantization(f) if on else None}
+    if frozen and not lora["lora_rank"]:
+        # LLaVA's pretraining stage (tune_mm_mlp_adapter: requires_grad_(False) on the model, then
+        # the projector alone), InternVL's freeze_llm without use_llm_lora
+        raise f.error(frozen, f"--{frozen} {f.get(frozen)}: the language model is frozen and only the "
+                              "modules around it train (projector, vision tower), which is not modelled")
+    return lora
+
+
+def _launch_checkpointing(f: _File):
+    """TrainingArguments' gradient_checkpointing, or InternVL's grad_checkpoint (ModelArguments,
+    default True: the language model's own _set_gradient_checkpointing)."""
+    for key in ("gradient_checkpointing", "grad_checkpoint"):
+        if key in f.data:
+            return _true(f.get(key))
+    return None
+
+
+def _deepspeed_found(cfg, f: _File) -> None:
+    """A --deepspeed JSON the launch names and neither the working directory nor the script's
+    folder holds: the Trainer stops at start-up on it. Passed over, the run was estimated without
+    its ZeRO settings (Deep-Agent/R1-V's run_grpo_vllm_qwen25vl.sh names
+    src/r1-v/local_scripts/zero1_no_optimizer.json but runs src/open_r1/grpo.py from src/r1-v)."""
+    from .. import lint
+
+    name = f.get("deepspeed")
+    if isinstance(name, str) and name.endswith(".json") and lint.resolve(cfg, name) is None:
+        raise f.error("deepspeed", f"DeepSpeed config {name!r} not found (relative to the working directory "
+                                   "or the script's folder)")
+
+
+def _launch_quantization(f: _File):
+    """QwenLM/Qwen's --q_lora, or LLaVA's --bits 4|8 (TrainingArguments.bits, default 16: the base
+    weights loaded through bitsandbytes at that width)."""
+    if _true(f.get("q_lora", default=False)):
+        return "4bit"
+    bits = f.int("bits", minimum=1)
+    return {4: "4bit", 8: "8bit"}.get(bits)
 
 
 def _processes(f: _File) -> dict:
@@ -952,13 +1014,14 @@ def read(paths_or_configs, framework_versions=None) -> tuple[dict, dict]:
     seen: set = set()
     unknown = None  # the first file's model id the catalog lacks
     overrides: dict = {}  # {config path: (launch, data, lines)}: a launch's key=value words after it
+    loose: set = set()  # files only a bare word or a non-config flag names (lint._undeclared)
     queue = [(p, True) for p in paths]
     while queue:
         path, explicit = queue.pop(0)
         if path in seen:
             continue
         seen.add(path)
-        cfg = loaded.get(path) or lint.load(path, True, hint=_KIND_HINT)
+        cfg = loaded.get(path) or _load(path, path not in loose)
         if cfg is None or (cfg.kind not in KINDS and not explicit):
             continue
         if not cfg.root:
@@ -994,17 +1057,38 @@ def read(paths_or_configs, framework_versions=None) -> tuple[dict, dict]:
             overrides.update(_llamafactory_launch(cfg, found))
             mixed.append(("launch", found.pop("mixed_precision", None)))  # `llamafactory-cli train --bf16`
             unknown = unknown or found.pop("_unknown_model", None)
+            if found.get("framework") == "ddp" and "accelerate" in kinds:
+                found.pop("framework")  # as for a trainer file: the accelerate config read before decides
             if "_unresolved" in found:
                 found["_unresolved"] = {**out.get("_unresolved", {}), **found["_unresolved"]}
             out.update({k: v for k, v in found.items() if v is not None})
         else:
             raise UserError(f"not expressible in the memory model: a {cfg.kind} file "
                             f"(known: deepspeed, {', '.join(_MAPPERS)})", path=path)
-        queue += [(ref, False) for ref in lint.references(cfg)] + _deepspeed_from_cwd(cfg, lint.references(cfg))
+        refs = lint.references(cfg)
+        loose |= lint._undeclared(cfg, refs)
+        queue += [(ref, False) for ref in refs] + _deepspeed_from_cwd(cfg, refs)
     _settle(ds, out, mixed, paths)
     if unknown and not out.get("model"):
         out["_unknown_model"] = unknown
     return ds, out
+
+
+def _load(path, declared: bool):
+    """A file given or named by a config key or flag (--deepspeed, --config_file) must be a config
+    of a kind we read. One only a bare word or another flag names is an input of the script:
+    InternVL's `--meta_path ./shell/data/internvl_1_2_finetune_custom.json` lists data sets, and
+    was refused as a config of no kind. As lint does for such words (lint._undeclared), its
+    content decides: a file that is no config, or does not parse and names none of our keys
+    (lint._not_ours), is passed over."""
+    from .. import lint
+
+    try:
+        return lint.load(path, declared, hint=_KIND_HINT)
+    except UserError:
+        if declared or not lint._not_ours(path):
+            raise
+        return None
 
 
 def _override(f: _File, hit, seen: set) -> list:
@@ -1033,6 +1117,9 @@ def _settle(ds, out, mixed, paths) -> None:
     """What the files decide together, once all are read."""
     if ds and out.get("framework") not in (None, "deepspeed"):
         out["framework"] = "deepspeed"
+    if ds and "_unresolved" in out:
+        # `--deepspeed ${REPO_HOME}/x.json`: the DeepSpeed config was given with another --config
+        out["_unresolved"].pop("deepspeed_config", None)
     if ds.get("optimizer"):
         # DeepSpeed builds the optimizer its config names (FusedAdam, CPU Adam); the trainer's
         # `optim` is then not used

@@ -1060,3 +1060,23 @@ def test_grpo_loads_a_reference_model_while_trls_beta_defaults_to_a_kl_term():
     z3_new = dict(z3, trl_version="0.19.0")
     assert phase(estimate(Setup(**z3)), "setup")["params"] == pytest.approx(
         2 * phase(estimate(Setup(**z3_new)), "setup")["params"], rel=0.01)
+
+
+def test_a_grpo_config_states_its_reference_model_by_beta(tmp_path):
+    """A GRPOConfig YAML that states beta decides the reference whatever the TRL release: 0 loads
+    none, a KL term loads a copy of a fully trained policy (in its load dtype: create_reference_model
+    deep-copies it) or, under PEFT, disables the adapters; a negative beta is refused at its line."""
+    base = "model_name_or_path: Qwen/Qwen2.5-7B\nnum_generations: 4\nmax_completion_length: 512\n"
+    for beta, lora, want in (("0.0", "", "precomputed"), ("0.04", "", "model"),
+                             ("0.04", "use_peft: true\nlora_r: 16\n", "adapter")):
+        p = tmp_path / f"g{beta}{bool(lora)}.yaml"
+        p.write_text(base + f"beta: {beta}\n" + lora)
+        assert read([str(p)])[1]["dpo_reference"] == want, (beta, lora)
+    p = tmp_path / "neg.yaml"
+    p.write_text(base + "beta: -0.1\n")
+    with pytest.raises(UserError, match="beta"):
+        read([str(p)])
+    fp32 = dict(model="Qwen2.5-7B", framework="torch", trainer="trl", method="grpo", load_dtype="fp32")
+    ref = phase(estimate(Setup(**fp32, dpo_reference="model")), "setup")["params"]
+    none = phase(estimate(Setup(**fp32, dpo_reference="precomputed")), "setup")["params"]
+    assert ref == pytest.approx(2 * none)  # the copy is fp32 too, not the compute dtype

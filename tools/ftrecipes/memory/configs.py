@@ -390,7 +390,23 @@ def from_trl(f: _File, method: str | None = None) -> dict:
     out = _trl_fields(f, method, seq)
     if method == "dpo" and (keys & _NO_REFERENCE_KEYS or f.get("loss_type") in _NO_REFERENCE_LOSSES):
         out["dpo_reference"] = "precomputed"  # no reference weights and no reference forward
+    if method == "grpo" and f.get("beta") is not None:
+        out["dpo_reference"] = _grpo_reference(f, out)
     return out
+
+
+def _grpo_reference(f: _File, out: dict) -> str:
+    """GRPOTrainer's reference model as a stated beta decides it (its default changed in TRL 0.19,
+    estimate.GRPO_NO_REFERENCE_SINCE): none at beta 0; with a KL term the base with adapters
+    disabled under PEFT, else a frozen copy of the policy."""
+    def convert(v):
+        if isinstance(v, bool) or not 0 <= float(v) < float("inf"):
+            raise ValueError
+        return float(v)
+    beta = f._typed(("beta",), None, convert, "a KL coefficient >= 0")
+    if beta == 0:
+        return "precomputed"
+    return "adapter" if out.get("lora_rank") else "model"
 
 
 # Pair trainers that keep no reference model, told from DPOConfig by keys only their configs

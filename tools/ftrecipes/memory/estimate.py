@@ -17,9 +17,9 @@ from . import trl_head
 from .deepspeed_transients import (Transients, gathers_allocate, recompute_fails, recompute_pinned, resolve,
                                    transients)
 from .host import GiB, host_bytes
-from .model_states import (accelerate_native_amp, adapters_in_fp32, check_expressed, checkpoint_reentrant,
-                           accumulated_grads, expressed_states, expressed_transients, hooks_inside_checkpoint,
-                           rope_table_bytes, uses_master_weights, zero_paper_model_states)
+from .model_states import (accelerate_native_amp, accumulated_grads, adapters_in_fp32, check_expressed,
+                           checkpoint_reentrant, expressed_states, expressed_transients, hooks_inside_checkpoint,
+                           load_bytes, rope_table_bytes, uses_master_weights, zero_paper_model_states)
 
 PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 TIGHT_HEADROOM = 0.10
@@ -388,7 +388,9 @@ def _reference_model(c: _Plan) -> None:
                       else "adapter" if s.lora_rank else "model")
     if s.method in ("dpo", "grpo") and c.ref_mode == "model":
         sharded = c.stage == 3 or (s.method == "grpo" and s.framework in ("fsdp", "fsdp2"))
-        c.ref_params = c.p * c.total / (c.n if sharded else 1)
+        # a copy of the policy as loaded (create_reference_model deep-copies it, from_pretrained
+        # reads the same model_init_kwargs); DeepSpeed's engine casts it to the compute dtype
+        c.ref_params = load_bytes(s, c.p) * c.total / (c.n if sharded else 1)
         if c.stage == 3 and c.off_param != "none":
             c.ms.host_params += c.ref_params
             c.ref_params = 0.0

@@ -1080,3 +1080,15 @@ def test_a_grpo_config_states_its_reference_model_by_beta(tmp_path):
     ref = phase(estimate(Setup(**fp32, dpo_reference="model")), "setup")["params"]
     none = phase(estimate(Setup(**fp32, dpo_reference="precomputed")), "setup")["params"]
     assert ref == pytest.approx(2 * none)  # the copy is fp32 too, not the compute dtype
+
+
+def test_a_reference_copy_is_sharded_where_the_trainer_prepares_it_with_fsdp():
+    """TRL's DPOTrainer / GRPOTrainer hand the reference to prepare_fsdp (accelerate's
+    prepare_model(evaluation_mode=True) in older releases, and LLaMA-Factory's DPO trainer too), so
+    under FSDP it is sharded like the policy, as under ZeRO-3; under DDP each GPU holds it whole."""
+    kw = dict(model="Qwen2.5-7B", trainer="trl", method="dpo", gpus=4, load_dtype="bf16")
+    weights = 2 * model("Qwen2.5-7B").param_count()  # the bf16 copy
+    for framework, share in (("fsdp", 4), ("fsdp2", 4), ("ddp", 1)):
+        ref = phase(estimate(Setup(**kw, framework=framework, dpo_reference="model")), "setup")["params"]
+        none = phase(estimate(Setup(**kw, framework=framework, dpo_reference="precomputed")), "setup")["params"]
+        assert ref - none == pytest.approx(weights / share, rel=0.01), framework

@@ -387,7 +387,7 @@ def _reference_model(c: _Plan) -> None:
         c.ref_mode = ("precomputed" if trl_head.at_least(s.trl_version, GRPO_NO_REFERENCE_SINCE)
                       else "adapter" if s.lora_rank else "model")
     if s.method in ("dpo", "grpo") and c.ref_mode == "model":
-        sharded = c.stage == 3 or (s.method == "grpo" and s.framework in ("fsdp", "fsdp2"))
+        sharded = c.stage == 3 or s.framework in ("fsdp", "fsdp2")
         # a copy of the policy as loaded (create_reference_model deep-copies it, from_pretrained
         # reads the same model_init_kwargs); DeepSpeed's engine casts it to the compute dtype
         c.ref_params = load_bytes(s, c.p) * c.total / (c.n if sharded else 1)

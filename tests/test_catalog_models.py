@@ -125,3 +125,17 @@ def test_a_gpu_holds_what_torch_says_its_total_capacity_is(name, printed, where)
     A100-80GB's 81920 MiB (80.0 GiB) left FastChat#407's 4 x A100-40GB OOMs at 'tight'."""
     from ftrecipes.memory.catalog import gpu
     assert abs(gpu(name).memory_bytes / 2 ** 30 - printed) < 0.06, where
+
+
+@pytest.mark.parametrize("extra, key", [({"num_attention_heads": 30}, "num_attention_heads"),
+                                        ({"num_key_value_heads": 5}, "num_key_value_heads")])
+def test_a_config_json_whose_heads_cannot_be_built_is_refused_at_its_key(extra, key):
+    """Without head_dim the head size is hidden_size // heads: 30 heads of a 4096-wide model would
+    drop a remainder, and 5 K/V heads cannot be repeated onto 32 query heads; such a file was
+    estimated as if it were a model (found by the hostile-input round)."""
+    from ftrecipes.errors import UserError
+    cfg = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 2,
+           "vocab_size": 1000, **extra}
+    with pytest.raises(UserError, match=key):
+        shape_from_hf_config(cfg)
+    assert shape_from_hf_config({**cfg, "num_attention_heads": 30, "num_key_value_heads": 30, "head_dim": 128})

@@ -608,6 +608,21 @@ def _check_hf_config(cfg, name, doc):
     for key in MOE_KEYS:
         if isinstance(text.get(key), int) and not isinstance(text[key], bool) and text[key] > 1:
             fail(prefix + (key,), "a mixture-of-experts model: its experts' memory is not modelled")
+    _check_heads(text, prefix, fail)
+
+
+def _check_heads(text, prefix, fail):
+    """Head counts the attention layers could be built with: without head_dim the head size is
+    hidden_size // num_attention_heads (0, or a remainder dropped, when heads do not divide it), and
+    grouped K/V heads must divide the query heads (transformers' attention repeats each K/V head
+    num_attention_heads // num_key_value_heads times)."""
+    heads_key = next(k for k in _HF_COUNTS[3] if text.get(k) is not None)
+    heads, hidden = text[heads_key], text["hidden_size"]
+    if text.get("head_dim") is None and hidden % heads:
+        fail(prefix + (heads_key,), f"{heads} heads do not divide hidden_size {hidden} and no head_dim is given")
+    kv_key = next((k for k in _HF_OPTIONAL_COUNTS[1] if text.get(k) is not None), None)
+    if kv_key and kv_key != "multi_query_group_num" and heads % text[kv_key]:
+        fail(prefix + (kv_key,), f"{text[kv_key]} key/value heads do not divide {heads} attention heads")
 
 
 def _first(cfg, names):

@@ -1092,3 +1092,17 @@ def test_a_reference_copy_is_sharded_where_the_trainer_prepares_it_with_fsdp():
         ref = phase(estimate(Setup(**kw, framework=framework, dpo_reference="model")), "setup")["params"]
         none = phase(estimate(Setup(**kw, framework=framework, dpo_reference="precomputed")), "setup")["params"]
         assert ref - none == pytest.approx(weights / share, rel=0.01), framework
+
+
+def test_a_deepspeed_batch_key_left_null_or_out_is_derived_as_deepspeed_does(tmp_path):
+    """DeepSpeed fills a missing or null micro batch from train_batch_size / (accumulation x world
+    size) (DeepSpeedConfig._set_batch_related_parameters), as lint accepts; estimate --config
+    refused the null and assumed a micro batch of 1 when the key was absent."""
+    for micro in ('"train_micro_batch_size_per_gpu": null, ', ""):
+        p = tmp_path / f"ds{bool(micro)}.json"
+        p.write_text('{"train_batch_size": 64, ' + micro + '"gradient_accumulation_steps": 4, '
+                     '"zero_optimization": {"stage": 2}, "bf16": {"enabled": true}}')
+        out = subprocess.run([sys.executable, "-m", "ftrecipes", "estimate", "--config", str(p), "--model", "Qwen2.5-7B",
+                              "--gpus", "8", "--json"], capture_output=True, text=True, cwd=ROOT)
+        assert out.returncode in (0, 3), out.stderr
+        assert json.loads(out.stdout)["setup"]["micro_batch"] == 2, micro

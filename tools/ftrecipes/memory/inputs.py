@@ -93,9 +93,11 @@ DEEPSPEED_FIELDS = [
     (("fp16",), _mapping),
     (("bf16", "enabled"), lambda v: _boolean(v, auto=True)),
     (("fp16", "enabled"), lambda v: _boolean(v, auto=True)),
-    (("train_micro_batch_size_per_gpu",), _count),
-    (("train_batch_size",), _count),
-    (("gradient_accumulation_steps",), _count),
+    # null is a batch key DeepSpeed derives from the other two, as when absent
+    # (DeepSpeedConfig._set_batch_related_parameters; get_scalar_param's default is None too)
+    (("train_micro_batch_size_per_gpu",), lambda v: None if v is None else _count(v)),
+    (("train_batch_size",), lambda v: None if v is None else _count(v)),
+    (("gradient_accumulation_steps",), lambda v: None if v is None else _count(v)),
     ((_Z, "stage"), _choice(0, 1, 2, 3)),
     ((_Z, "offload_optimizer"), lambda v: _mapping(v, nullable=True)),
     ((_Z, "offload_param"), lambda v: _mapping(v, nullable=True)),
@@ -151,11 +153,24 @@ def setup_from_deepspeed(ds: dict, **overrides) -> Setup:
         ds={k: _bucket(z.get(k)) if k not in _DS_FLAGS else z.get(k) for k in _DS_KEYS if k in z},
     )
     mb = _num(ds.get("train_micro_batch_size_per_gpu"))
+    if not mb:
+        mb = _derived_micro_batch(ds, overrides.get("gpus"))
     if mb:
         kw["micro_batch"] = mb
     kw.update({k: v for k, v in overrides.items() if v is not None})
     kw = {k: v for k, v in kw.items() if v is not None}
     return Setup(**kw)
+
+
+def _derived_micro_batch(ds: dict, gpus) -> int | None:
+    """The micro batch DeepSpeed works out when a config gives the global batch and the
+    accumulation but not the micro batch: train_batch_size / (gradient_accumulation_steps x world
+    size), which DeepSpeed asserts is whole (DeepSpeedConfig._set_batch_related_parameters)."""
+    total, accum = _num(ds.get("train_batch_size")), _num(ds.get("gradient_accumulation_steps"))
+    world = gpus or 1
+    if total and accum and total % (accum * world) == 0:
+        return int(total // (accum * world))
+    return None
 
 
 def setup_from_values(values: dict, meta: dict) -> Setup:

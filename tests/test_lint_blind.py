@@ -250,3 +250,60 @@ def test_a_null_batch_key_is_one_deepspeed_derives(tmp_path):
                      .replace('"gradient_accumulation_steps": null', '"gradient_accumulation_steps": "eight"'))
     assert [e.split(": ", 1)[1].split(", got")[0] for e in _errors(lint.run([str(wrong)]))] == [
         'wrong-type gradient_accumulation_steps: expected integer > 0 or "auto" or null']
+
+
+XCOMPOSER = ("docs/install.md", "finetune/finetune.sh", "finetune/finetune.py")
+
+
+def test_an_install_guide_pins_the_release_a_script_is_judged_at(tmp_path):
+    """Fifth round: InternLM-XComposer states its environment only in docs/install.md, a bash block
+    with `pip install transformers==4.33.2 ...` (its remote modelling code needs that release).
+    Judged at today's 5.23.0, finetune.sh's --evaluation_strategy and --warmup_ratio were errors
+    in all eight launch scripts; 4.33.2 has both. At the pinned release, older than every one the
+    key history read, each is a warning that says so. Prose outside a code block pins nothing."""
+    repo = _copy(tmp_path / "ixc", "InternLM__InternLM-XComposer", *XCOMPOSER)
+    result = lint.run([str(repo)])
+    assert _errors(result) == []
+    warned = [f.message for f in result.findings if f.rule == "removed-trainer-flag"]
+    assert len(warned) == 2 and all("(4.33.2)" in w for w in warned), warned
+    (repo / "docs" / "install.md").unlink()
+    pins._folder_pins.cache_clear()
+    assert [e.split(": ", 1)[1].split(";")[0] for e in _errors(lint.run([str(repo)]))] == [
+        "removed-trainer-flag --evaluation_strategy: Renamed to eval_strategy",
+        "removed-trainer-flag --warmup_ratio: Removed in transformers 5.15 (deprecated since 5.0): use warmup_steps "
+        "with a float in [0, 1) for a ratio"]
+    guide = "Tested with transformers==4.40.0.\n\n```bash\npip install \\\n  transformers==4.33.2\n```\n    pip install trl==0.9.6\n"
+    assert pins.shell_requirements(pins.markdown_code(guide)) == [("transformers", "==4.33.2", 4)]
+
+
+def test_a_binary_file_a_walk_finds_is_no_config(tmp_path):
+    """Fifth round: InternLM-XComposer's evaluation/reward_bench/results.json is 262,471 NUL bytes
+    (written here, not copied: the same bytes). A whole-tree walk reported it as unusable input
+    and exited 2, while a walk skips every other file that names no key of a format lint checks.
+    A NUL-bearing file whose text still names DeepSpeed keys is reported, and so is a binary file
+    named on the command line."""
+    (tmp_path / "results.json").write_bytes(b"\x00" * 262_471)
+    (tmp_path / "latin1.yaml").write_bytes("titre: caf\u00e9\n".encode("latin-1"))
+    result = lint.run([str(tmp_path)])
+    assert result.unusable == [] and result.findings == [] and result.checked == []
+    (tmp_path / "ds.json").write_bytes(b'{"train_micro_batch_size_per_gpu": 1,\x00 "zero_optimization": {"stage": 2}}')
+    assert [str(e).split(": ", 1)[1] for e in lint.run([str(tmp_path)]).unusable] == ["binary file (contains NUL bytes); not a config"]
+    assert len(lint.run([str(tmp_path / "results.json")]).unusable) == 1
+
+
+def test_a_null_number_checkpoints_is_deepspeeds_default(tmp_path):
+    """Fifth round: FlagAlpha/Llama2-Chinese's train/sft and train/pretrain ds_config_zero2.json
+    (commit e789431453ec; no licence, so the section is written here in its shape) set
+    activation_checkpointing.number_checkpoints to null, which was wrong-type. DeepSpeed 0.19.8's
+    ACT_CHKPT_NUMBER_CHECKPOINTS_DEFAULT is None and get_scalar_param stores the null as it would
+    the absence; checkpointing.py wants a number only for contiguous memory. A string is still wrong."""
+    ds = tmp_path / "ds_config_zero2.json"
+    text = ('{"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",\n'
+            ' "zero_optimization": {"stage": 2},\n "activation_checkpointing": {"partition_activations": false,\n'
+            '  "cpu_checkpointing": false, "contiguous_memory_optimization": false, "number_checkpoints": null,\n'
+            '  "synchronize_checkpoint_boundary": false, "profile": false}}\n')
+    ds.write_text(text)
+    assert _errors(lint.run([str(ds)])) == []
+    ds.write_text(text.replace('"number_checkpoints": null', '"number_checkpoints": "all"'))
+    assert [e.split(": ", 1)[1].split(", got")[0] for e in _errors(lint.run([str(ds)]))] == [
+        "wrong-type activation_checkpointing.number_checkpoints: expected integer >= 0 or null"]

@@ -394,15 +394,34 @@ def _not_ours(path):
     A walk reaches every .json and .yaml of a repository, and tsconfig.json or mkdocs.yml reported
     as unusable configs are false alarms. The keys are read off the text (detect.surface_keys), so
     a DeepSpeed JSON with a trailing comma still names zero_optimization and is reported."""
-    try:
-        text = sources.read_text(path, max_bytes=MAX_BYTES)
-    except UserError:
-        return False  # unreadable (binary, too large, a link loop): reported as it is
+    text = _walk_text(path)
+    if text is None:
+        return False  # unreadable (too large, a link loop, no permission): reported as it is
     syntax = detect.syntax_of(path, text)
     if syntax == "shell":
         return False
     head = text[:SURFACE_CHARS]
     return detect.kind_of(syntax, dict.fromkeys(detect.surface_keys(syntax, head)), head) is None
+
+
+def _walk_text(path):
+    """The text of a walked file for judging whether it names a config's keys, or None.
+
+    A regular file that is not UTF-8 text (NUL bytes, UTF-16, Latin-1) is read with its NULs
+    dropped and bad bytes replaced: InternLM-XComposer's reward_bench/results.json is 262,471 NUL
+    bytes, no config, and made a whole-tree walk exit 2. Text naming a DeepSpeed key still shows
+    the key, so such a config is reported as before."""
+    try:
+        return sources.read_text(path, max_bytes=MAX_BYTES)
+    except UserError:
+        if not sources.regular_file(path, MAX_BYTES):
+            return None
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_BYTES)
+    except OSError:
+        return None
+    return raw.replace(b"\0", b"").decode("utf-8", "replace")
 
 
 def _template(path):

@@ -13,7 +13,8 @@ of pyproject.toml / setup.cfg, and conda's environment.yml (``name=1.2``): the f
 text, never executed. setup.py is parsed with ``ast`` (never run) and only the strings of its
 requirement lists count: see setup_py_requirements. Poetry's caret ranges (``^4.52``) are not read.
 An install script (install*.sh, setup*.sh) counts by its `pip install` / `conda install` lines
-only: see shell_requirements.
+only: see shell_requirements; an install guide (install*.md, INSTALL*.md, also under docs/) by
+those lines in its fenced code blocks: see markdown_code.
 """
 
 import ast
@@ -29,7 +30,7 @@ from .errors import UserError
 FRAMEWORKS = ("deepspeed", "transformers", "trl", "accelerate", "peft", "llamafactory", "openrlhf")
 ALIASES = {"llama-factory": "llamafactory", "llama_factory": "llamafactory"}
 PATTERNS = ("requirements*.txt", "pyproject.toml", "setup.py", "setup.cfg", "environment.yml", "environment.yaml",
-            "install*.sh", "setup*.sh")
+            "install*.sh", "setup*.sh", "install*.md", "INSTALL*.md", "docs/install*.md", "docs/INSTALL*.md")
 MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 12  # parent folders walked at most
 
@@ -112,6 +113,27 @@ def shell_requirements(text):
         if m:
             out += [(fw, spec, start) for fw, spec, _ in requirements(m["args"])]
     return out
+
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def markdown_code(text):
+    """The fenced code blocks of a Markdown file, every other line blanked so line numbers hold.
+
+    Some repositories state their environment only in an install guide: InternLM-XComposer's
+    docs/install.md has `pip install transformers==4.33.2` in a bash block, the release its remote
+    modelling code and its finetune.sh flags (--evaluation_strategy) were written for. Prose that
+    names a release (`tested with transformers==5.0`) is no install command and is not read."""
+    out, fence = [], None
+    for line in text.splitlines():
+        m = _FENCE.match(line)
+        if m and (fence is None or m.group(1) == fence):
+            fence = m.group(1) if fence is None else None
+            out.append("")
+        else:
+            out.append(line if fence else "")
+    return "\n".join(out)
 
 
 def _callee(func):
@@ -267,8 +289,9 @@ def _folder_pins(folder):
                 reqs = [(fw, spec, f"{path}:{line}") for fw, spec, line in setup_py_requirements(text)]
             elif path.suffix == ".txt":
                 reqs = _pip_requirements(path, text)
-            elif path.suffix == ".sh":
-                reqs = [(fw, spec, f"{path}:{line}") for fw, spec, line in shell_requirements(text)]
+            elif path.suffix in (".sh", ".md"):
+                body = text if path.suffix == ".sh" else markdown_code(text)
+                reqs = [(fw, spec, f"{path}:{line}") for fw, spec, line in shell_requirements(body)]
             else:
                 reqs = [(fw, spec, f"{path}:{line}") for fw, spec, line in requirements(text)]
             for fw, spec, where in reqs:

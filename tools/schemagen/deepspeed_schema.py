@@ -314,6 +314,14 @@ def derived_when_null(schema):
     return schema
 
 
+def default_when_null(schema):
+    """A key whose get_scalar_param default is None takes a null as its absence: DeepSpeed stores
+    the None either way (activation_checkpointing's ACT_CHKPT_NUMBER_CHECKPOINTS_DEFAULT is None,
+    and checkpointing.py needs a number only with contiguous_memory_optimization, where it asserts
+    one). FlagAlpha/Llama2-Chinese's ds_config_zero2.json writes "number_checkpoints": null."""
+    return {"description": schema["description"], "anyOf": [schema, {"type": "null", "description": "DeepSpeed's default (None), as when absent."}]}
+
+
 def _batch_and_engine_props():
     # Split by theme only to keep each function short; order is irrelevant (closed_object sorts).
     return {
@@ -395,7 +403,7 @@ def _precision_props(zero_schema):
         "zero_optimization": zero_schema,
         "activation_checkpointing": closed("Settings for deepspeed.checkpointing (Megatron-style activation checkpointing).", {
             "partition_activations": scalar("boolean", "Partition activations across model-parallel GPUs.", False),
-            "number_checkpoints": scalar("integer", "Number of checkpoints to allocate contiguous buffers for.", minimum=0),
+            "number_checkpoints": default_when_null(scalar("integer", "Number of checkpoints to allocate contiguous buffers for.", minimum=0)),
             "contiguous_memory_optimization": scalar("boolean", "Copy partitioned activations to a contiguous buffer.", False),
             "synchronize_checkpoint_boundary": scalar("boolean", "Synchronize at each checkpoint boundary.", False),
             "profile": scalar("boolean", "Profile forward/backward time of checkpointed functions.", False),

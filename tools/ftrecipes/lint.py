@@ -296,12 +296,21 @@ def apply_entry_points(configs):
             except UserError:
                 continue  # a script we cannot read declares nothing; its YAML is checked as plain TRL
             cfg.script_keys[i] = set(keys)
+            if getattr(cfg.doc, "module", None) and cmd.words and _runs_module(cmd, cfg.doc.module):
+                # the launch runs the repository's own copy of the framework's module: its parser decides
+                cfg.extras.update(extras_mod.argparse_flags(script, cfg.root))
             if target is not None and target.kind == "trl":
                 target.extras.update(keys)
                 target.linked = True
     for cfg in configs:
         if cfg.kind == "trl" and not cfg.linked and cfg.root:
             cfg.extras.update(extras_mod.from_repository(cfg.root))
+
+
+def _runs_module(cmd, module):
+    """Whether the command runs module (`-m openrlhf.cli.train_sft` or its file path)."""
+    path = module.replace(".", "/") + ".py"
+    return any(w == module or w.endswith(path) for w in cmd.words)
 
 
 def _entry_point(cfg, cmd):

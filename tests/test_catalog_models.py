@@ -139,3 +139,12 @@ def test_a_config_json_whose_heads_cannot_be_built_is_refused_at_its_key(extra, 
     with pytest.raises(UserError, match=key):
         shape_from_hf_config(cfg)
     assert shape_from_hf_config({**cfg, "num_attention_heads": 30, "num_key_value_heads": 30, "head_dim": 128})
+
+
+def test_olmo3_normalises_its_whole_query_and_key_projections():
+    """OLMo-3, like OLMo-2, has q_norm over heads x head_dim and k_norm over kv heads x head_dim
+    (transformers 5.23.0 modeling_olmo3.py); its published 7,298,011,136 parameters (the twelfth
+    blind round's config, bench/published_memory/models/) were 262,144 short without them."""
+    from pathlib import Path
+    cfg = Path(__file__).resolve().parents[1] / "bench" / "published_memory" / "models" / "Olmo-3-7B-Instruct-SFT.json"
+    assert model(str(cfg)).param_count() == 7_298_011_136

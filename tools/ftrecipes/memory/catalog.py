@@ -235,9 +235,9 @@ class ModelShape:
     @property
     def qk_norm_params(self) -> int:
         # Qwen3 and Gemma-3 normalise queries and keys per head (one head_dim weight each); OLMo-2
-        # normalises the whole projections (modeling_olmo2.py: q_norm over heads x head_dim,
-        # k_norm over kv heads x head_dim)
-        if self.model_type == "olmo2":
+        # and OLMo-3 normalise the whole projections (modeling_olmo2.py / modeling_olmo3.py in
+        # transformers 5.23.0: q_norm over heads x head_dim, k_norm over kv heads x head_dim)
+        if self.model_type in ("olmo2", "olmo3"):
             return self.num_attention_heads * self.head_dim + self.kv_dim
         return 2 * self.head_dim if self.model_type.startswith(("qwen3", "gemma3")) else 0
 

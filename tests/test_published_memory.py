@@ -24,7 +24,7 @@ SETUP_KEYS = {
     "checkpoint_offload", "optimizer_in_backward", "adam_impl", "transformers_version", "lora_dropout", "double_quant",
     "freeze_vision_tower", "freeze_projector", "grad_accum", "checkpoint_reentrant", "trl_version", "load_dtype",
     "accelerate_version", "mixed_precision", "adapter_fp32", "torchao_version", "use_orig_params", "vllm_mode",
-    "host_ram_bytes", "bitsandbytes_version", "sync_each_batch",
+    "host_ram_bytes", "bitsandbytes_version", "sync_each_batch", "vllm_gpus", "vllm_gpu_memory_utilization",
 }
 VALUES = {
     "precision": {"bf16", "fp16", "fp32"}, "zero_stage": {0, 1, 2, 3},

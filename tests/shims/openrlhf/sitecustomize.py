@@ -9,7 +9,8 @@ redirected to CPU equivalents. Only on the tests' PYTHONPATH (ftrecipes.devenv.r
 never shipped.
 
 NOT COVERED: anything device-specific on GPU (device placement, NCCL, CUDA memory behaviour,
-flash-attention); the smoke test proves the flags, the DeepSpeed config OpenRLHF builds from them
+flash-attention and its Triton cross-entropy kernel, which is hidden so OpenRLHF's torch
+log-prob path runs); the smoke test proves the flags, the DeepSpeed config OpenRLHF builds from them
 and the training loop, not GPU execution.
 
 The patch is applied lazily, when `openrlhf` is first imported, so other processes using this
@@ -39,6 +40,13 @@ def _patch_torch():
     import torch.distributed as dist
     if hasattr(dist, "init_device_mesh"):
         dist.init_device_mesh = init_device_mesh
+    # openrlhf.models.utils.log_probs_from_logits uses flash-attn's Triton cross-entropy kernel
+    # (CUDA only: `with torch.cuda.device(...)`) whenever it imports, and falls back to torch on
+    # ImportError. Triton is absent where torch is the CPU wheel, but a machine whose pip fetches
+    # the default (CUDA) torch from PyPI gets triton with it, and the smoke tests then died with
+    # "invalid argument to exchangeDevice" (seen on a run with no local wheel source). A None entry
+    # in sys.modules makes that import raise ImportError, so OpenRLHF takes its own torch path.
+    sys.modules["flash_attn.ops.triton.cross_entropy"] = None
 
 
 class _PatchOnOpenRLHFImport:

@@ -729,6 +729,31 @@ def test_openrlhf_reentrant_flags_are_read(tmp_path, flag):
     assert "checkpoint_reentrant" not in read([str(tmp_path / "plain.sh")])[1]
 
 
+@pytest.mark.parametrize("dotted", [True, False])
+def test_openrlhf_accumulation_and_defaults_follow_its_strategy(tmp_path, dotted):
+    """OpenRLHF has no accumulation flag: DeepspeedStrategy.setup_distributed works it out as
+    train_batch_size // micro_train_batch_size // world size; micro batch 8, global batch 128 and
+    max_len 2048 (SFT) / 512 (DPO) are its argparse defaults in every release 0.7.5-0.11.2. Ring
+    attention and DeepSpeed tensor parallelism split a sequence or a layer, which the model does not."""
+    from ftrecipes.memory.configs import setup_from_files
+
+    names = (("train.batch_size", "train.micro_batch_size", "ds.ring_attn_size") if dotted
+             else ("train_batch_size", "micro_train_batch_size", "ring_attn_size"))
+    head = "deepspeed --module openrlhf.cli.{} --pretrain meta-llama/Meta-Llama-3-8B --zero_stage 2 --bf16"
+    (tmp_path / "sft.sh").write_text(head.format("train_sft") + f" --{names[0]} 256 --{names[1]} 2\n")
+    (tmp_path / "dpo.sh").write_text(head.format("train_dpo") + "\n")
+    (tmp_path / "ring.sh").write_text(head.format("train_sft") + f" --{names[2]} 2\n")
+    s, _ = setup_from_files([str(tmp_path / "sft.sh")], given={"gpus": 8})
+    assert (s.micro_batch, s.grad_accum, s.seq_len) == (2, 16, 2048)
+    s, _ = setup_from_files([str(tmp_path / "sft.sh")], given={"gpus": 8, "grad_accum": 3})
+    assert s.grad_accum == 3  # a stated accumulation wins
+    s, _ = setup_from_files([str(tmp_path / "dpo.sh")], given={"gpus": 4})
+    assert (s.micro_batch, s.grad_accum, s.seq_len, s.method) == (8, 4, 512, "dpo")
+    with pytest.raises(UserError) as e:
+        read([str(tmp_path / "ring.sh")])
+    assert e.value.key == names[2]
+
+
 def test_training_args_fsdp_and_settings_the_model_cannot_express(tmp_path):
     """TrainingArguments' fsdp (LLaMA-Factory's fp8 FSDP example writes `fsdp: [full_shard,
     auto_wrap]`) shards the run; optimizer switches and training modes the model lacks are errors

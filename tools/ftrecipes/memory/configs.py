@@ -589,12 +589,21 @@ def from_openrlhf(f: _File) -> dict:
     if method is None:
         raise UserError(f"not expressible in the memory model: OpenRLHF {module or 'command'} "
                         "(train_sft and train_dpo are modelled)", path=f.cfg.path)
+    for names in (("ds.ring_attn_size", "ring_attn_size"), ("ds.tensor_parallel_size", "ds_tensor_parallel_size")):
+        if f.int(*names, default=1) > 1:
+            raise f.error(names[0] if f.get(names[0]) is not None else names[1],
+                          "ring attention and DeepSpeed tensor parallelism are not modelled")
     dtype = f.get("ds.param_dtype", "param_dtype")
+    # OpenRLHF's own defaults (cli/train_sft.py, train_dpo.py, unchanged 0.7.5 to 0.11.2): micro
+    # batch 8, global batch 128, max_len 2048 for SFT and 512 for DPO; the accumulation is not a
+    # flag but train_batch_size // micro // world size (DeepspeedStrategy.setup_distributed),
+    # worked out once the world size is known (setup_from_files)
     out = {"trainer": "openrlhf", "method": method, "framework": "deepspeed",
+           "_global_batch": f.int("train.batch_size", "train_batch_size", default=128, minimum=1),
            "zero_stage": f.int("ds.zero_stage", "zero_stage"),
            "offload_optimizer": "cpu" if f.get("ds.adam_offload", "adam_offload") is True else None,
-           "seq_len": f.int("data.max_len", "max_len", minimum=1),
-           "micro_batch": f.int("train.micro_batch_size", "micro_train_batch_size", minimum=1),
+           "seq_len": f.int("data.max_len", "max_len", default=512 if method == "dpo" else 2048, minimum=1),
+           "micro_batch": f.int("train.micro_batch_size", "micro_train_batch_size", default=8, minimum=1),
            "gradient_checkpointing": bool(f.get("model.gradient_checkpointing_enable", "gradient_checkpointing",
                                                 default=False)),
            # store_true flags: reentrant only when given (OpenRLHF's default is non-reentrant)
@@ -1164,8 +1173,13 @@ def setup_from_files(paths_or_configs, framework_versions=None, given=None, defa
     unknown_model = found.pop("_unknown_model", None)
     unresolved = found.pop("_unresolved", {})
     bf16_auto = found.pop("_bf16_auto", False)
+    global_batch = found.pop("_global_batch", None)
     # a release named by --framework-version wins over the same release given with --set
     merged = {**(defaults or {}), **found, **given, **setup_version_fields(framework_versions or {})}
+    if global_batch and "grad_accum" not in merged:
+        # OpenRLHF: the global batch over micro batch x world size (at least one micro batch)
+        world = merged.get("gpus") or Setup.gpus
+        merged["grad_accum"] = max(1, global_batch // (merged.get("micro_batch") or 1) // world)
     if bf16_auto and "precision" not in given and not gpu_spec(merged.get("gpu") or Setup.gpu).bf16:
         # axolotl's bf16: auto trains in fp16, weights loaded in fp16, on a GPU without bf16
         merged.update(precision="fp16", load_dtype="fp16", mixed_precision="fp16")

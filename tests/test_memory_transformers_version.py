@@ -24,6 +24,7 @@ import pytest
 from ftrecipes.errors import UserError
 from ftrecipes.memory import Setup, estimate
 from ftrecipes.memory.catalog import model
+from ftrecipes.memory.model_states import rope_table_bytes
 
 GiB = 2**30
 LLAMA = dict(model="Llama-3.1-8B", gpu="A100-80GB", gpus=1, framework="torch", trainer="llamafactory",
@@ -104,3 +105,35 @@ def test_accelerate_copies_the_returned_logits_to_fp32():
     assert _forward_temporaries(Setup(**UNSLOTH, mixed_precision="no")) < fp32_logits
     # torchtune's chunked loss runs in its own loop, not through accelerate
     assert _forward_temporaries(Setup(**{**UNSLOTH, "trainer": ""})) < fp32_logits
+
+
+# transformers' Trainer under FSDP1 built the optimizer on the unwrapped model and let accelerate
+# wrap it afterwards in 4.30.0-4.31.x and 4.36.0-4.37.x (trainer.py delay_optimizer_creation,
+# read in the 4.29.2, 4.30.0, 4.31.0, 4.32.0, 4.34.1, 4.35.2, 4.36.2, 4.37.2 and 4.38.2 wheels);
+# accelerate's _prepare_fsdp (v0.21.0) makes a new optimizer and the first keeps the whole
+# unwrapped model alive per GPU (transformers#25580). use_orig_params=True (the Trainer's default
+# from 4.36) keeps the original Parameters as views, so nothing is left behind.
+FSDP_ALPACA = dict(model="Llama-2-7B", gpu="A100-80GB", gpus=4, framework="fsdp", trainer="hf", seq_len=512,
+                   micro_batch=1, grad_accum=1, load_dtype="fp32", mixed_precision="bf16", precision="bf16")
+
+
+@pytest.mark.parametrize("release, orig, kept", [
+    ("4.29.2", None, False), ("4.30.0", None, True), ("4.31.0", None, True), ("4.31.0", True, False),
+    ("4.32.0", None, False), ("4.35.2", False, False), ("4.36.2", None, False), ("4.36.2", False, True),
+    ("4.37.2", False, True), ("4.38.2", False, False), ("", None, False)])
+def test_trainer_releases_that_keep_the_first_optimizers_weights(release, orig, kept):
+    base = estimate(Setup(**FSDP_ALPACA, use_orig_params=orig))
+    r = estimate(Setup(**FSDP_ALPACA, use_orig_params=orig, transformers_version=release))
+    s = Setup(**FSDP_ALPACA, use_orig_params=orig, transformers_version=release)
+    extra = _params(r) - _params(base) - rope_table_bytes(s, s.shape(), 2)[0]  # that release's RoPE tables
+    whole = 4 * model("Llama-2-7B").param_count()
+    assert extra == pytest.approx(whole if kept else 0.0), release
+    assert any("#25580" in n for n in r.notes) == kept
+
+
+def test_only_the_trainable_weights_and_only_fsdp1_under_a_trainer():
+    lora = estimate(Setup(**{**FSDP_ALPACA, "lora_rank": 8}, use_orig_params=False, transformers_version="4.31.0"))
+    assert any("#25580" in n for n in lora.notes) and lora.gpu_peak_bytes < 40 * GiB  # adapters only
+    for other in (dict(framework="fsdp2"), dict(trainer="torchtune"), dict(framework="deepspeed", zero_stage=3)):
+        r = estimate(Setup(**{**FSDP_ALPACA, **other}, transformers_version="4.31.0"))
+        assert not any("#25580" in n for n in r.notes), other

@@ -17,7 +17,7 @@ from . import trl_head
 from .deepspeed_transients import (Transients, gathers_allocate, recompute_fails, recompute_pinned, resolve,
                                    transients)
 from .host import GiB, host_bytes
-from .model_states import (accelerate_native_amp, accumulated_grads, adapters_in_fp32, check_expressed,
+from .model_states import (accelerate_native_amp, accumulated_grads, adapters_in_fp32, check_expressed, stale_optimizer_copy,
                            checkpoint_reentrant, expressed_states, expressed_transients, hooks_inside_checkpoint,
                            load_bytes, rope_table_bytes, uses_master_weights, zero_paper_model_states)
 
@@ -517,7 +517,13 @@ def _runtime_reserve(c: _Plan) -> dict:
     tables, note = rope_table_bytes(s, c.shape, c.p)
     if note:
         c.notes.append(note)
-    return {"params": c.ms.params + c.ref_params + tables, "runtime": s.cuda_context_bytes, "generation": generation,
+    stale = 0.0
+    if stale_optimizer_copy(s):
+        stale = (c.pt if s.lora_rank else load_bytes(s, c.p)) * c.trainable
+        c.notes.append(f"transformers {s.transformers_version} builds the optimizer before FSDP wraps the model: the "
+                       f"first optimizer keeps {stale / GiB:.2f} GiB of unwrapped weights on every GPU "
+                       "(transformers#25580; fixed in 4.32 and again in 4.38)")
+    return {"params": c.ms.params + c.ref_params + tables + stale, "runtime": s.cuda_context_bytes, "generation": generation,
             "grads": c.ms.comm_buffers}
 
 

@@ -625,6 +625,35 @@ def adapters_wrapped_apart(s) -> bool:
     return not s.transformers_version or parse(s.transformers_version) >= parse(_PEFT_WRAP_SINCE)
 
 
+# transformers' Trainer builds the optimizer on the unwrapped model and only then has accelerate
+# wrap it in FSDP in 4.30.0-4.31.x and 4.36.0-4.37.x (trainer.py _inner_training_loop,
+# delay_optimizer_creation; 4.29.2 wraps FSDP itself after the optimizer exists, 4.32.0-4.35.2 and
+# 4.38.2 on prepare the model first; read in those wheels). accelerate's _prepare_fsdp then makes
+# a new optimizer over the FlatParameters (accelerator.py, read at v0.21.0) while the Trainer's
+# unprepared lr_scheduler keeps the first one, whose parameters FSDP had moved to the GPU whole
+# (module.to(device_id) before flattening): they are never freed (transformers#25580, 4.31.0,
+# 8xA100). With use_orig_params=True FSDP keeps the original Parameter objects as views of its
+# flat parameter, so nothing is left behind; the Trainer's default is false up to 4.35 and true
+# from 4.36 (training_args.py, FSDP_USE_ORIG_PARAMS).
+_STALE_OPTIMIZER = (("4.30.0", "4.32.0"), ("4.36.0", "4.38.0"))
+_ORIG_PARAMS_DEFAULT_SINCE = "4.36.0"
+_TRAINER_SUBCLASSES = ("hf", "trl", "llamafactory", "axolotl", "swift")
+
+
+def stale_optimizer_copy(s) -> bool:
+    """FSDP1 under a transformers Trainer whose first optimizer keeps the unwrapped trainable
+    parameters alive on every GPU (only where the run states its transformers release)."""
+    from ..pep440 import parse
+
+    if s.framework != "fsdp" or s.trainer not in _TRAINER_SUBCLASSES or not s.transformers_version:
+        return False
+    v = parse(s.transformers_version)
+    if not any(parse(lo) <= v < parse(hi) for lo, hi in _STALE_OPTIMIZER):
+        return False
+    orig = s.use_orig_params if s.use_orig_params is not None else v >= parse(_ORIG_PARAMS_DEFAULT_SINCE)
+    return not orig
+
+
 def frozen_in_lora_units(s) -> bool:
     """FSDP1 LoRA whose decoder-layer units (FlatParameters) hold frozen base weights and
     adapters together."""

@@ -1131,3 +1131,23 @@ def test_a_deepspeed_batch_key_left_null_or_out_is_derived_as_deepspeed_does(tmp
                               "--gpus", "8", "--json"], capture_output=True, text=True, cwd=ROOT)
         assert out.returncode in (0, 3), out.stderr
         assert json.loads(out.stdout)["setup"]["micro_batch"] == 2, micro
+
+
+def test_frozen_fp32_weights_under_autocast_leave_a_saved_copy_per_linear():
+    """LoRA over fp32 base weights in bf16 autocast (LitGPT's bf16-mixed, TRL without a dtype):
+    autocast caches no cast of a frozen weight, and autograd saves each new low-precision copy
+    for the input's gradient (bench/autocast_casts.md: 4 of 4 linears without checkpointing, 0
+    kept past a checkpointed layer). Weights loaded in bf16 are used as they are."""
+    shape = model("Llama-2-7B")
+    per_layer = sum(i * o for i, o in shape.linear_shapes().values())
+    head = shape.vocab_size * shape.hidden_size
+    base = dict(model="Llama-2-7B", gpu="A100-40GB", framework="torch", lora_rank=8, lora_target="q_proj,v_proj",
+                seq_len=1024, precision="bf16", master_weights=False)
+
+    def temps(**kw):
+        return phase(estimate(Setup(**{**base, **kw})), "forward")["temporaries"]
+
+    for ckpt, kept in ((False, head + shape.num_hidden_layers * per_layer), (True, head)):
+        extra = temps(load_dtype="fp32", gradient_checkpointing=ckpt) - temps(load_dtype="bf16", gradient_checkpointing=ckpt)
+        assert extra == pytest.approx(2 * kept), ckpt
+    assert temps(load_dtype="fp32", quantization="4bit") == temps(load_dtype="bf16", quantization="4bit")

@@ -803,6 +803,21 @@ def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, p
         t["backward"] += gathered + p * unit_grad
         # FSDP1 (FlatParameter per unit) and FSDP2 (per-parameter DTensor shards) differ here only
         # by FSDP1's padding of each flat parameter to a multiple of the world size (< n elements)
+    elif (shape is not None and s.framework in ("ddp", "torch") and s.lora_rank and s.quantization == "none"
+          and s.precision != "fp32" and load_bytes(s, p) == 4):
+        # frozen fp32 base weights under autocast: each linear's low-precision copy is made anew
+        # (autocast caches casts of leaf tensors that require grad only) and autograd saves it for
+        # its input's gradient, which LoRA needs from the first adapter on (bench/autocast_casts.py
+        # measures both): without checkpointing every decoder linear and the head keep one; with
+        # it, the head's (outside the checkpointed layers) and one recomputed layer's
+        per_layer = sum(i * o for i, o in shape.linear_shapes().values())
+        head = shape.vocab_size * shape.hidden_size
+        if s.gradient_checkpointing:
+            t["forward"] += p * head
+            t["backward"] += p * (head + per_layer)
+        else:
+            t["forward"] += p * (head + shape.num_hidden_layers * per_layer)
+            t["backward"] += p * (head + shape.num_hidden_layers * per_layer)
     elif shape is not None and s.framework in ("ddp", "torch") and uses_master_weights(s) and not s.lora_rank:
         # fp32 weights under torch.autocast: every linear's low-precision weight copy is cached
         # for the forward and saved by autograd for backward (embedding lookups are not cast)

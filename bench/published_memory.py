@@ -19,7 +19,8 @@ allocated figure (no allocator model yet). The card-level figure is Result.gpu_c
 present, else reserved + CUDA context (Result.cuda_context_bytes, else that runtime category).
 
 Verdict agreement: a reported OOM agrees when the estimate says "oom", or "tight" with the
-card-level figure above the GPU's capacity; a run that completed (a figure
+card-level figure above the GPU's capacity before PyTorch frees its cache (Result.gpu_demand_bytes:
+the run is at the card's limit; the summary says how many completed runs are there too); a run that completed (a figure
 or "ran") agrees when the estimate does not say "oom" and names no error (a setting it says
 the run fails with, Result.errors).
 A case may name `rerun`: runs of its stated setting on a real GPU by bench/gpu_calibrate.py
@@ -181,8 +182,10 @@ def evaluate(case: dict) -> dict:
     f = figures(r)
     row.update(expressible=True, verdict=r.verdict, capacity_gib=r.gpu_bytes / GiB,
                allocated_gib=f["allocated"] / GiB, reserved_gib=f["reserved"] / GiB, card_gib=f["nvidia-smi"] / GiB)
+    # tight, and the allocator would want more than the card: it fits only by freeing its cache
+    row["at_limit"] = r.verdict == "tight" and max(f["nvidia-smi"], r.gpu_demand_bytes) > r.gpu_bytes
     if m["what"] == "oom":
-        row["agrees"] = r.verdict == "oom" or (r.verdict == "tight" and f["nvidia-smi"] > r.gpu_bytes)
+        row["agrees"] = r.verdict == "oom" or row["at_limit"]
     else:
         row["agrees"] = r.verdict != "oom" and not r.errors
     if case.get("rerun"):
@@ -208,6 +211,8 @@ def summary(rows: list[dict]) -> dict:
         "oom_reported": len(ooms), "oom_recall": sum(r["agrees"] for r in ooms),
         "oom_reported_not_expressible": sum(r["what"] == "oom" and not r["expressible"] for r in rows),
         "false_oom": sum(not r["agrees"] for r in ran), "ran_total": len(ran),
+        # how sharp "at the card's limit" is: reported OOMs it flags, completed runs it also holds
+        "at_limit": (sum(r["at_limit"] for r in ooms), sum(r["at_limit"] for r in ran)),
     }
 
 
@@ -235,10 +240,12 @@ def report(rows: list[dict], sums: dict, sources: dict) -> str:
             continue
         est = f"{r['allocated_gib']:.2f} / {r['reserved_gib']:.2f} / {r['card_gib']:.2f} of {r['capacity_gib']:.1f}"
         out.append(f"| {r['id']} | {r['split']} | {r['what']} | {_num(r['measured_gib'], '{:.2f}')} | {est} | "
-                   f"{_num(r.get('estimate_gib'), '{:.2f}')} | {_num(r.get('error_pct'), '{:+.1f}')} | {r['verdict']} | "
+                   f"{_num(r.get('estimate_gib'), '{:.2f}')} | {_num(r.get('error_pct'), '{:+.1f}')} | "
+                   f"{r['verdict']}{' (at limit)' if r['at_limit'] else ''} | "
                    f"{'yes' if r['agrees'] else 'NO'} |")
     out += ["", "| split | cases | expressible | figures | median abs error % | low / high | verdicts agree | "
-            "OOM recall | false OOM | not expressible |", "|---|---:|---:|---:|---:|---|---|---|---|---:|"]
+            "OOM recall | false OOM | at the limit (OOM / ran) | not expressible |",
+            "|---|---:|---:|---:|---:|---|---|---|---|---|---:|"]
     for name, s in sums.items():
         recall = f"{s['oom_recall']}/{s['oom_reported']}"
         if s["oom_reported_not_expressible"]:
@@ -246,7 +253,9 @@ def report(rows: list[dict], sums: dict, sources: dict) -> str:
         out.append(f"| {name} | {s['cases']} | {s['expressible']} | {s['figures']} | "
                    f"{_num(s['median_abs_error_pct'])} | {s['low']} / {s['high']} | "
                    f"{s['verdict_agreement']}/{s['verdict_total']} | {recall} | {s['false_oom']}/{s['ran_total']} | "
-                   f"{s['not_expressible']} |")
+                   f"{s['at_limit'][0]} / {s['at_limit'][1]} | {s['not_expressible']} |")
+    out += ["", "At the limit: `tight`, with the allocator wanting more than the card before PyTorch frees its "
+            "cache (the run fits only by freeing it); a reported OOM there counts as flagged."]
     out += rerun_table(rows)
     out += ["", "By source (all splits):", "", "| source | cases | expressible | median abs error % | low / high | "
             "verdicts agree |", "|---|---:|---:|---:|---|---|"]

@@ -272,6 +272,13 @@ def test_varying_lengths_cache_shows_in_reserved_but_not_in_the_verdict():
     assert varying.gpu_card_bytes == pytest.approx(varying.gpu_bytes)
     assert varying.gpu_reserved_bytes == pytest.approx(varying.gpu_bytes - varying.cuda_context_bytes)
     assert varying.verdict == fixed.verdict != "oom"
+    # ... but the figure before that release is kept (gpu_demand_bytes), and a run that fits only
+    # by it is said to be at the card's limit; one whose cache fits says nothing of it
+    assert varying.gpu_demand_bytes == pytest.approx(fixed.gpu_card_bytes + extra[4096])
+    assert fixed.gpu_demand_bytes == pytest.approx(fixed.gpu_card_bytes)
+    assert [n for n in varying.notes if n.startswith("at the card's limit")]
+    assert not [n for n in fixed.notes if n.startswith("at the card's limit")]
+    assert varying.to_json()["gpu_demand_bytes"] == round(varying.gpu_demand_bytes)
 
 
 def test_reserved_never_exceeds_what_the_card_has_left():

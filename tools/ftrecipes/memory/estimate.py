@@ -171,6 +171,9 @@ class Result:
     gpu_reserved_bytes: float = 0.0
     cuda_context_bytes: float = 0.0
     gpu_card_bytes: float = 0.0
+    # the card's figure had the allocator kept every cached block: above the card, the run fits
+    # only because PyTorch frees its cache and retries a failed cudaMalloc (slow, and fragile)
+    gpu_demand_bytes: float = 0.0
 
     def to_json(self) -> dict:
         return {
@@ -180,6 +183,7 @@ class Result:
             "gpu_allocated_bytes": round(self.gpu_allocated_bytes),
             "gpu_reserved_bytes": round(self.gpu_reserved_bytes),
             "cuda_context_bytes": round(self.cuda_context_bytes), "gpu_card_bytes": round(self.gpu_card_bytes),
+            "gpu_demand_bytes": round(self.gpu_demand_bytes),
             "host_peak_bytes": round(self.host_peak_bytes), "verdict": self.verdict,
             "host_verdict": self.host_verdict,
             "phases": [{"name": p.name, "total_bytes": round(p.total_bytes),
@@ -726,9 +730,11 @@ def _reserved(c: _Plan, gpu_peak: float, at: Phase, setup: Phase, step: Phase) -
     # reclaimable cache would outgrow the card shows a reserved figure at the card's limit instead
     ceiling = _ceiling(c, context + nccl + generation)
     released = min(reclaimable, max(0.0, reserved - ceiling))
+    demand = reserved + context + nccl + generation  # what the card would hold had nothing been released
     reserved, reclaimable = reserved - released, reclaimable - released
     return {"gpu_allocated_bytes": allocated, "gpu_reserved_bytes": reserved, "cuda_context_bytes": context,
-            "gpu_card_bytes": reserved + context + nccl + generation, "reclaimable": reclaimable}
+            "gpu_card_bytes": reserved + context + nccl + generation, "gpu_demand_bytes": demand,
+            "reclaimable": reclaimable}
 
 
 def _ceiling(c: _Plan, outside_torch: float) -> float:
@@ -791,6 +797,10 @@ def estimate(s: Setup) -> Result:
     gpu_peak, peak_name, at = _peak(c, phases)
     card = _reserved(c, gpu_peak, at, setup, phases[3])
     reclaimable = card.pop("reclaimable")
+    if card["gpu_demand_bytes"] > c.gpu.memory_bytes and card["gpu_card_bytes"] - reclaimable <= c.gpu.memory_bytes:
+        c.notes.append(f"at the card's limit: with its cache kept the allocator would hold "
+                       f"{card['gpu_demand_bytes'] / GiB:.1f} GiB of {c.gpu.memory_bytes / GiB:.1f}; the run fits only "
+                       "because PyTorch frees cached blocks and retries, and fragmentation can still end it")
     host, host_peak = _host(c)
     return Result(
         setup=s, gpu_name=c.gpu.name, gpu_bytes=c.gpu.memory_bytes, params=c.total, trainable_params=c.trainable,

@@ -137,3 +137,16 @@ def test_only_the_trainable_weights_and_only_fsdp1_under_a_trainer():
     for other in (dict(framework="fsdp2"), dict(trainer="torchtune"), dict(framework="deepspeed", zero_stage=3)):
         r = estimate(Setup(**{**FSDP_ALPACA, **other}, transformers_version="4.31.0"))
         assert not any("#25580" in n for n in r.notes), other
+
+
+def test_base_and_instruct_checkpoints_keep_tables_of_their_own_position_count():
+    """Qwen2.5-7B's config.json says 131072 positions and Qwen2.5-7B-Instruct's 32768 (catalog
+    _POSITIONS, each quoted from a public copy): under transformers 4.44 every qwen2 attention
+    layer keeps cos/sin tables that long. A release no source quoted stays uncounted, with a note."""
+    def tables(name):
+        s = Setup(model=name, gpu="A100-80GB", framework="torch", lora_rank=8, transformers_version="4.44.2")
+        return rope_table_bytes(s, s.shape(), 2)
+    assert tables("Qwen2.5-7B")[0] == 28 * 2 * 131072 * 128 * 2
+    assert tables("Qwen2.5-7B-Instruct")[0] == 28 * 2 * 32768 * 128 * 2
+    unknown = tables("Qwen2.5-14B-Instruct")
+    assert unknown[0] == 0 and "max_position_embeddings is unknown" in unknown[1]

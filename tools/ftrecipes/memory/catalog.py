@@ -504,6 +504,30 @@ for _size in ("0.5B", "1.5B", "72B"):
     MODELS[f"Qwen2-{_size}"] = replace(MODELS[f"Qwen2.5-{_size}"], name=f"Qwen2-{_size}")
 for _v in ("v0.1", "v0.2"):
     MODELS[f"Mistral-7B-{_v}"] = replace(MODELS["Mistral-7B"], name=f"Mistral-7B-{_v}")
+# max_position_embeddings, which sizes the per-layer RoPE tables older transformers releases keep
+# (model_states.ROPE_TABLES_UNTIL), for entries above that lack it. A base and its instruct
+# release can differ (Qwen2/2.5 from 7B up: base 131072, instruct 32768), so only the checkpoint a
+# source quotes gets a value; the others stay unknown, and the estimate says so. Each is the
+# checkpoint's config.json as a public source copies or quotes it:
+_POSITIONS = {
+    "Qwen2.5-3B": 32768,     # citsjtu2020/LLM-Prof@8434c8d1 sglang/Model_Config.md, block "Qwen2.5-3B"
+    "Qwen2.5-7B": 131072,    # same file, block "Qwen2.5-7B"
+    "Qwen2.5-14B": 131072,   # same file, block "Qwen2.5-14B"
+    "Qwen2.5-32B": 131072,   # same file, block "Qwen2.5-32B"
+    "Qwen2.5-7B-Instruct": 32768,  # QwenLM/Qwen3#1133: "Qwen2.5-7B-Instruct ... config 里面写 32k"
+    "Qwen2-0.5B": 131072,    # rwth-i6/i6_experiments@274eb95e users/juanola/.../qwen2/qwen2_configs.py "Qwen2-0_5B"
+    "Qwen2-7B-Instruct": 32768,  # Retruth/deontic nlp_models/qwen2/README.md, "_name_or_path": "Qwen/Qwen2-7B-Instruct"
+    "Qwen1.5-7B": 32768,     # huggingface/transformers@f092c38c examples/pytorch/torchacc/qwen/Qwen1.5-7B/config.json
+    "Qwen2.5-Math-1.5B": 4096,  # GAIR-NLP/ToRL#23: "/Qwen/Qwen2.5-Math-1.5B's config, "max_position_embeddings": 4096"
+    "Qwen2.5-Math-7B": 4096,    # QwenLM/Qwen2.5-Math#59 and NineAbyss/S2R#7 ("a positional embedding size of 4096")
+    "Qwen2.5-Coder-7B": 32768,  # QwenLM/Qwen3-Coder#124, the config pasted for Qwen2.5-Coder-7B
+    "DeepSeek-R1-Distill-Qwen-32B": 131072,  # deepseek-ai/DeepSeek-R1#695: "max_position_embeddings": 131072
+    "Qwen2-VL-7B": 32768,    # QwenLM/Qwen3-VL#200, a maintainer on Qwen2-VL-7B-Instruct's config.json
+    "Llama-3-70B": 8192,     # huggingface/transformers@5e8e3457 examples/pytorch/torchacc/llama3/Meta-Llama-3-70B/config.json
+    "Mistral-Nemo-2407": 128000,  # kevinstephano/thunder_model_blocks@5c083b0e thunder_model_blocks/mistral/mistral_config.py
+}
+for _name, _positions in _POSITIONS.items():
+    MODELS[_name] = replace(MODELS[_name], hf_config={**MODELS[_name].hf_config, "max_position_embeddings": _positions})
 # Hub ids of a model's fine-tuned releases add these words to the base name; the shape is the base's
 # (meta-llama/Llama-2-7b-chat-hf, Qwen/Qwen3-4B-Instruct-2507, mistralai/Mistral-7B-Instruct-v0.2)
 _VARIANT_WORDS = {"instruct", "chat", "hf", "it", "base", "pt", "2507"}

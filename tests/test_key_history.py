@@ -160,7 +160,10 @@ def test_a_deprecation_may_point_to_an_older_key():
     ("dependencies:\n  - pip:\n    - accelerate==1.7.0\n  - trl=0.19.1\n", {"accelerate": "1.7.0", "trl": "0.19.1"}),
     ("install_requires=['transformers>=9.0', 'torch==2.6']\n", {}),  # no known release in range, torch not ours
     ("transformers>=4.32.0,<4.38.0\n", {"transformers": "4.32.0"}),  # older than every release read: the lower bound
-    ("transformers<4.38\n", {}),  # no release it names
+    # only a ceiling under every release read: the series below it, not today's (lint blind round 6)
+    ("transformers<4.38\n", {"transformers": "4.37"}),
+    ("transformers<=4.45.2\n", {"transformers": "4.45.2"}),
+    ("transformers<5.0.0\n", {"transformers": "4.57.6"}),  # releases read inside: the newest
     ("# trl==0.18.0\nmy-trl==1.0\ntrl-extras==2\n", {}),
 ])
 def test_requirements_resolve(text, expected):

@@ -333,3 +333,17 @@ def test_a_repository_s_own_copy_of_a_framework_decides_its_flags(tmp_path):
     after = _errors(lint.run([str(forked)]))
     assert [e for e in after if "made_up_flag" not in e] == [], after
     assert any("made_up_flag" in e for e in after), after
+
+
+def test_a_ceiling_older_than_every_release_read_is_not_judged_as_today(tmp_path):
+    """Sixth round, TIGER-AI-Lab/Mantis at f3a319202d88: setup.py's train extra requires
+    `transformers<4.46.0` and every script passes --evaluation_strategy and --warmup_ratio, both
+    TrainingArguments fields up to 4.45. A ceiling with no floor resolved to nothing, so the 66
+    flags were errors against today's transformers; pip installs the newest release under the
+    ceiling, older than every release the key history read, so they are not judged."""
+    (tmp_path / "requirements.txt").write_text("transformers<4.46.0\n")
+    (tmp_path / "run.sh").write_text("torchrun --nproc_per_node 2 train.py --model_name_or_path m --output_dir o "
+                                     "--evaluation_strategy steps --warmup_ratio 0.1\n")
+    found = [(f.rule, f.severity, f.message) for f in lint.run([str(tmp_path)]).findings]
+    assert [f[:2] for f in found] == [("removed-trainer-flag", "warning")] * 2, found
+    assert all("not judged at the transformers in use (4.45)" in f[2] for f in found), found

@@ -191,7 +191,27 @@ def resolve(framework, spec, cap=None):
     low = [v for op, v in s.clauses if op in (">=", "~=", "==") and not v.endswith(".*")]
     if h and low and s.contains(low[0]) and versions.parse(low[0]) < h.releases[0]:
         return low[0]
+    # Only a ceiling below every release read (Mantis's `transformers<4.46.0`): pip installs the
+    # newest release under it, an older one than today's, so it is not judged as today's either;
+    # it is named by the series below the ceiling (4.45 for <4.46.0, the bound itself for <=)
+    high = [(op, v) for op, v in s.clauses if op in ("<", "<=") and not v.endswith(".*")]
+    if h and high and not low:
+        op, bound = min(high, key=lambda c: versions.parse(c[1]))
+        below = bound if op == "<=" else _series_below(bound)
+        if below and s.contains(below) and versions.parse(below) < h.releases[0]:
+            return below
     return None
+
+
+def _series_below(bound):
+    """The release series just under a ceiling: 4.45 under 4.46.0, 4.46 under 4.46.1, 4 under 5.0."""
+    parts = [int(p) for p in versions.parse(bound).release] if versions.parse(bound).release else []
+    while parts and parts[-1] == 0:
+        parts.pop()
+    if not parts:
+        return None
+    parts[-1] -= 1
+    return ".".join(str(p) for p in parts) if any(parts) else None
 
 
 def repo_root(folder, root=None):

@@ -347,3 +347,23 @@ def test_a_ceiling_older_than_every_release_read_is_not_judged_as_today(tmp_path
     found = [(f.rule, f.severity, f.message) for f in lint.run([str(tmp_path)]).findings]
     assert [f[:2] for f in found] == [("removed-trainer-flag", "warning")] * 2, found
     assert all("not judged at the transformers in use (4.45)" in f[2] for f in found), found
+
+
+def test_a_fork_vendored_in_a_sub_folder_decides_the_flags_of_its_own_scripts(tmp_path):
+    """Sixth round, held out (so counted before this rule and no longer blind after it):
+    RUCAIBox/Slow_Thinking_with_LLMs at 834e1b79a6eb keeps an OpenRLHF fork in OpenRLHF-STILL/
+    (its README: `cd OpenRLHF-STILL` before training) and runs `deepspeed --module
+    openrlhf.cli.train_sft` from examples/scripts there; 265 flags were judged against PyPI's
+    openrlhf. The module is now looked for in the folders above the script too, as a `.py` word is."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    fork = repo / "OpenRLHF-STILL"
+    (fork / "openrlhf" / "cli").mkdir(parents=True)
+    (fork / "openrlhf" / "cli" / "train_sft.py").write_text(
+        "import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--pretrain', type=str)\n"
+        "parser.add_argument('--micro_train_batch_size', type=int, default=8)\n")
+    (fork / "examples" / "scripts").mkdir(parents=True)
+    (fork / "examples" / "scripts" / "train_sft.sh").write_text(
+        "deepspeed --module openrlhf.cli.train_sft --pretrain m --micro_train_batch_size 2 --made_up_flag 1\n")
+    errors = _errors(lint.run([str(repo)]))
+    assert [e for e in errors if "made_up_flag" not in e] == [] and any("made_up_flag" in e for e in errors), errors

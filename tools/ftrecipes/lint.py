@@ -320,7 +320,8 @@ def _entry_point(cfg, cmd):
             return resolve(cfg, w) or _from_a_parent(cfg, w)
         if w in ("-m", "--module") and j + 1 < len(cmd.words):
             rel = cmd.words[j + 1].replace(".", "/") + ".py"
-            return resolve(cfg, rel) or resolve(cfg, "src/" + rel)
+            # a fork vendored in a sub-folder runs from there (`cd OpenRLHF-STILL` first)
+            return resolve(cfg, rel) or resolve(cfg, "src/" + rel) or _from_a_parent(cfg, rel)
     return None
 
 

@@ -1151,3 +1151,33 @@ def test_frozen_fp32_weights_under_autocast_leave_a_saved_copy_per_linear():
         extra = temps(load_dtype="fp32", gradient_checkpointing=ckpt) - temps(load_dtype="bf16", gradient_checkpointing=ckpt)
         assert extra == pytest.approx(2 * kept), ckpt
     assert temps(load_dtype="fp32", quantization="4bit") == temps(load_dtype="bf16", quantization="4bit")
+
+
+def test_zero3_without_zero_init_loads_a_quantized_model_packed():
+    """transformers builds a bitsandbytes model outside zero.Init, whole on every GPU, before
+    DeepSpeed partitions it: what that load holds is the packed 4-bit linears plus constants and
+    the bf16 rest, not a bf16 copy of every weight (philschmid's ZeRO-3 Q-LoRA runs on 24 GB L4s)."""
+    from ftrecipes.memory.model_states import whole_model_bytes
+
+    shape = model("Llama-3.1-8B")
+    kw = dict(model="Llama-3.1-8B", gpu="L4", gpus=4, zero_stage=3, zero3_init=False, lora_rank=16,
+              gradient_checkpointing=True, checkpoint_reentrant=True, seq_len=1024)
+    q = Setup(**kw, quantization="4bit")
+    total = estimate(q).params
+    packed = whole_model_bytes(q, shape, total, 2)
+    lin = shape.num_hidden_layers * sum(i * o for i, o in shape.linear_shapes().values())
+    # + constants: an fp32 absmax per 64 weights (no double quantization asked)
+    assert 2 * (total - lin) + lin / 2 < packed <= 2 * (total - lin) + lin / 2 + lin / 16 + 2**20
+    assert whole_model_bytes(Setup(**kw), shape, total, 2) == 2 * total
+    setup = phase(estimate(q), "setup")
+    assert sum(setup.values()) < packed + 4 * GiB < 2 * total  # far below a bf16 copy of the model
+
+
+def test_the_zero3_recompute_failure_is_claimed_for_bf16_frozen_weights_only():
+    """DeepSpeed 0.14.4-0.19.2 ZeRO-3 with non-reentrant checkpointing fails on a LoRA model's
+    bf16 base (run on CPU ranks); a 4-bit base on 0.15.4 trained (philschmid's Q-LoRA runs), so no
+    error is claimed there."""
+    kw = dict(model="Llama-3.1-8B", gpus=4, zero_stage=3, lora_rank=16, gradient_checkpointing=True,
+              checkpoint_reentrant=False, deepspeed_version="0.15.4")
+    assert estimate(Setup(**kw)).errors
+    assert not estimate(Setup(**kw, quantization="4bit")).errors

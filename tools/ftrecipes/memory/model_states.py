@@ -748,6 +748,19 @@ def largest_linear(shape) -> int:
     return max(i * o for i, o in shape.linear_shapes().values())
 
 
+def whole_model_bytes(s, shape, total: int, p: int) -> float:
+    """GPU bytes of the whole model as loaded: p per weight, bitsandbytes' linear weights packed
+    with their quantization constants (the same account expressed_states gives frozen weights)."""
+    if shape is None or s.quantization == "none":
+        return p * total
+    lin = shape.linear_shapes().values()
+    qn = shape.num_hidden_layers * sum(i * o for i, o in lin)
+    rows = shape.num_hidden_layers * sum(o for _i, o in lin)
+    dq = s.double_quant if s.double_quant is not None else s.trainer in ("llamafactory", "torchtune")
+    return (p * (total - qn) + quantized_data_bytes(qn, s.quantization)
+            + quant_constant_bytes(qn, s.quantization, double_quant=dq, rows=rows))
+
+
 def nf4_load_bytes(s, shape, ms: ModelStates) -> float:
     """GPU bytes held while torchtune builds a QLoRA model with torchao 0.1 (0 otherwise).
 
@@ -827,9 +840,11 @@ def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, p
     if shape is not None:
         t["load"] = max(t["load"], nf4_load_bytes(s, shape, ms))
     if s.framework == "deepspeed" and s.zero_stage == 3 and not s.zero3_init:
-        # without zero.Init every rank builds the whole model in the compute dtype on its GPU
-        # before DeepSpeed partitions it (and only then allocates the optimizer's partitions)
-        t["load"] = p * total
+        # without zero.Init every rank builds the whole model on its GPU before DeepSpeed
+        # partitions it (and only then allocates the optimizer's partitions): in the compute
+        # dtype, its linear weights packed where bitsandbytes quantizes them (transformers builds
+        # a quantized model outside zero.Init, and bitsandbytes places it on the current device)
+        t["load"] = whole_model_bytes(s, shape, total, p)
     if s.framework != "deepspeed" and not (s.framework in ("fsdp", "fsdp2") and s.fsdp_offload):
         shard = n if s.framework in ("fsdp", "fsdp2") else 1
         t["step"] += adam_step_temporaries(s, pt, trainable, largest_tensor) / shard

@@ -1181,3 +1181,20 @@ def test_the_zero3_recompute_failure_is_claimed_for_bf16_frozen_weights_only():
               checkpoint_reentrant=False, deepspeed_version="0.15.4")
     assert estimate(Setup(**kw)).errors
     assert not estimate(Setup(**kw, quantization="4bit")).errors
+
+
+def test_a_slurm_launch_of_a_trainer_script_counts_its_tasks(tmp_path):
+    """`srun --ntasks=N python train.py` (InternVL's scripts) runs N training processes; a count
+    left to the job's environment is refused at its line, with --gpus named as the way to give it."""
+    from ftrecipes.memory.configs import setup_from_files
+
+    run = "python -u train.py --model_name_or_path Qwen/Qwen2.5-7B --per_device_train_batch_size 1 --bf16 True --output_dir o\n"
+    (tmp_path / "a.sh").write_text("GPUS=16\nsrun -p llm --ntasks=${GPUS} --ntasks-per-node=8 " + run)
+    (tmp_path / "b.sh").write_text("srun --ntasks=$NGPU " + run)
+    s, _ = setup_from_files([str(tmp_path / "a.sh")])
+    assert (s.gpus, s.framework) == (16, "ddp")
+    with pytest.raises(UserError) as e:
+        setup_from_files([str(tmp_path / "b.sh")])
+    assert e.value.key == "ntasks" and "--gpus" in str(e.value)
+    s, _ = setup_from_files([str(tmp_path / "b.sh")], given={"gpus": 4})
+    assert s.gpus == 4

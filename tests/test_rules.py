@@ -373,6 +373,25 @@ def test_a_wrapper_with_no_program_after_it_is_left_as_written():
     assert cmd.words[0] == "torchrun" and cmd.env == {"CUDA_VISIBLE_DEVICES": "0"}
 
 
+@pytest.mark.parametrize("line, tasks", [
+    ("srun -p llm --ntasks=16 --ntasks-per-node=8 --gres=gpu:8 python -u train.py\n", "16"),
+    ("srun -N 2 --ntasks-per-node=8 python train.py\n", "16"),
+    ("srun --ntasks 4 python train.py\n", "4"),
+    ("srun -n $NGPU python train.py\n", "$NGPU"),
+    ("mpirun -np 8 -x PYTHONPATH python train.py\n", "8"),
+    # one launcher per node: torchrun's own flags count the processes
+    ("srun -N 2 --ntasks-per-node=1 torchrun --nnodes 2 --nproc_per_node 8 train.py\n", None),
+    ("srun -p gpu --gres=gpu:8 python train.py\n", None)])
+def test_a_job_launchers_task_count_is_the_process_count_of_a_python_command(line, tasks):
+    """srun(1) starts --ntasks copies of its command (or --ntasks-per-node on each of --nodes),
+    Open MPI's mpirun -np that many: for a Python training script each is one training process
+    (InternVL's `srun ... --ntasks=${GPUS} python -u train.py`)."""
+    from ftrecipes import shellcmd
+
+    (cmd,) = shellcmd.commands(line)
+    assert (cmd.tasks[0] if cmd.tasks else None) == tasks
+
+
 def test_a_flag_the_scripts_own_dataclass_defines_is_not_a_removed_trainer_flag(tmp_path, run_cli):
     """s1's gpt-accelera finetune.py parses its flags with dataclasses of its own that still define
     warmup_ratio, and its scripts_finetune/*.sh run `torchrun ... finetune.py` from the project

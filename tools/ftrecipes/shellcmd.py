@@ -17,6 +17,9 @@ class Command:
     words: list  # shell words, after quote removal
     word_lines: list  # line of each word
     env: dict = field(default_factory=dict)  # VAR=value prefixes
+    # processes a job launcher starts for a Python command (`srun --ntasks=16 python train.py`,
+    # `mpirun -np 8 python ...`): (the count as written, its line); None when not said
+    tasks: tuple | None = None
 
 
 def commands(text):
@@ -309,13 +312,46 @@ def _command(words, lines, start):
         k, v = words[idx].split("=", 1)
         env[k] = v
         idx += 1
+    tasks = None
     while idx < len(words) and words[idx].rsplit("/", 1)[-1] in _WRAPPERS:
         nxt = next((j for j in range(idx + 1, len(words)) if _program(words[j])), None)
         if nxt is None:
             break
         env.update(w.split("=", 1) for w in words[idx + 1:nxt] if _ASSIGN.match(w))
+        if _PYTHON.match(words[nxt].rsplit("/", 1)[-1]):
+            # a launcher that starts one Python process per task; before torchrun or deepspeed it
+            # starts one launcher per node, whose own flags count the processes
+            tasks = _job_tasks(words[idx].rsplit("/", 1)[-1], words[idx + 1:nxt], lines[idx + 1:nxt]) or tasks
         idx = nxt
-    return Command(line=lines[0] if lines else start, words=words[idx:], word_lines=lines[idx:], env=env)
+    return Command(line=lines[0] if lines else start, words=words[idx:], word_lines=lines[idx:], env=env, tasks=tasks)
+
+
+# srun's and mpirun's own spellings of the task count (slurm's srun(1), Open MPI's mpirun(1))
+_TASK_FLAGS = {"srun": {"-n": "ntasks", "--ntasks": "ntasks", "-N": "nodes", "--nodes": "nodes",
+                        "--ntasks-per-node": "per_node"},
+               "mpirun": {"-np": "ntasks", "-n": "ntasks", "--np": "ntasks", "-c": "ntasks"}}
+_TASK_FLAGS["mpiexec"] = _TASK_FLAGS["mpirun"]
+
+
+def _job_tasks(launcher, words, lines):
+    """(count, line) of the processes srun / mpirun start, from --ntasks, or --ntasks-per-node
+    times --nodes; words as written (a count left to the environment stays a $ word)."""
+    names, said = _TASK_FLAGS.get(launcher, {}), {}
+    for i, w in enumerate(words):
+        name, _, value = w.partition("=")
+        if name in names:
+            if not value and i + 1 < len(words):
+                value = words[i + 1]
+            said[names[name]] = (value, lines[i])
+    if "ntasks" in said:
+        return said["ntasks"]
+    if "per_node" in said:
+        per_node, line = said["per_node"]
+        nodes = said.get("nodes", ("1", line))[0]
+        if per_node.isdigit() and nodes.isdigit():
+            return str(int(per_node) * int(nodes)), line
+        return (per_node if nodes == "1" else f"{per_node}*{nodes}"), line
+    return None
 
 
 def flags_after(cmd, index):

@@ -627,7 +627,7 @@ def from_openrlhf(f: _File) -> dict:
 
 
 # The Setup field each flag from_launch reads feeds, and the estimate flag that can give it instead.
-_LAUNCH_FIELDS = {"nproc_per_node": "gpus", "num_gpus": "gpus", "num_processes": "gpus", "nnodes": "gpus",
+_LAUNCH_FIELDS = {"nproc_per_node": "gpus", "num_gpus": "gpus", "num_processes": "gpus", "nnodes": "gpus", "ntasks": "gpus",
                   "num_machines": "gpus", "per_device_train_batch_size": "micro_batch", "model_max_length": "seq_len", "max_seq_length": "seq_len",
                   "gradient_accumulation_steps": "grad_accum", "gradient_checkpointing": "gradient_checkpointing",
                   "bf16": "precision", "fp16": "precision", "optim": "optimizer", "use_lora": "lora_rank",
@@ -714,7 +714,7 @@ def _trl_config_of(cfg, cmd, script) -> str | None:
 
 # Flags a launched script takes to train (TrainingArguments', the finetune scripts' from_launch
 # reads, and the usual hand-written ones): a plain `python x.py` given one is read as a trainer.
-_TRAINING_FLAGS = (set(_LAUNCH_FIELDS) - {"model_name_or_path", "nproc_per_node", "num_gpus", "num_processes", "nnodes",
+_TRAINING_FLAGS = (set(_LAUNCH_FIELDS) - {"model_name_or_path", "nproc_per_node", "num_gpus", "num_processes", "nnodes", "ntasks",
                                           "num_machines"}) | {"do_train", "learning_rate", "num_train_epochs", "max_steps",
                                                               "deepspeed", "fsdp", "lr", "epochs", "batch_size",
                                                               "micro_batch_size", "train_batch_size"}
@@ -885,6 +885,9 @@ def from_launch(cfg, versions=None) -> dict:
             # nproc_per_node the one word 2, not [2, finetune.py]
             flags.update(flags_after(Command(cmd.line, cmd.words[:script], cmd.word_lines), 0)[0])
             flags.update(flags_after(cmd, script + 1)[0])
+            if cmd.tasks:
+                # `srun --ntasks=16 python train.py`: one process per task
+                flags.setdefault("ntasks", cmd.tasks)
         elif cmd.words[:1] and cmd.words[0].startswith("--"):
             flags.update(flags_after(cmd, 0)[0])
     out: dict = {}
@@ -985,6 +988,8 @@ def _launch_quantization(f: _File):
 def _processes(f: _File) -> dict:
     """gpus and nodes from the launcher's flags (torchrun / deepspeed / accelerate launch); None where unsaid."""
     procs, nodes = f.int("nproc_per_node", "num_gpus", "num_processes", minimum=1), f.int("nnodes", "num_machines", minimum=1)
+    if procs is None and nodes is None:
+        procs = f.int("ntasks", minimum=1)  # srun / mpirun, one process a task (shellcmd._job_tasks)
     return {"gpus": procs * (nodes or 1) if procs else None, "nodes": nodes}
 
 

@@ -367,3 +367,20 @@ def test_a_fork_vendored_in_a_sub_folder_decides_the_flags_of_its_own_scripts(tm
         "deepspeed --module openrlhf.cli.train_sft --pretrain m --micro_train_batch_size 2 --made_up_flag 1\n")
     errors = _errors(lint.run([str(repo)]))
     assert [e for e in errors if "made_up_flag" not in e] == [] and any("made_up_flag" in e for e in errors), errors
+
+
+def test_yaml_no_as_accelerates_distributed_type_runs_as_no(tmp_path):
+    """Sixth round, Mantis's accelerate_config_fsdp.yaml: `distributed_type: no`, which YAML reads as
+    false, was an error saying accelerate refuses the file. ClusterConfig.__post_init__
+    (commands/config/config_args.py) turns only text into DistributedType, and `accelerate launch`,
+    matching false with none of its launchers, runs one process as for NO (the gatherer ran it): a
+    warning. A misspelt name is still refused."""
+    (tmp_path / "no.yaml").write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: no\nnum_processes: 4\n")
+    (tmp_path / "typo.yaml").write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPUS\n"
+                                        "num_processes: 4\n")
+    no = lint.run([str(tmp_path / "no.yaml")]).findings
+    assert [(f.rule, f.severity) for f in no] == [("bad-value", "warning")] and "as for NO" in no[0].message
+    typo = lint.run([str(tmp_path / "typo.yaml")]).findings
+    assert [(f.rule, f.severity) for f in typo] == [("bad-value", "error")], typo
+    from ftrecipes.memory.configs import read
+    assert read([str(tmp_path / "no.yaml")])[1]["framework"] == "torch"

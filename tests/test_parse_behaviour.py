@@ -242,6 +242,10 @@ VALUE_CASES = [
     ("deepspeed", ("activation_checkpointing", "partition_activations"), "wrong-type", "maybe"),
     ("accelerate", ("distributed_type",), "bad-value", "DEEPSPEEED"),
     ("accelerate", ("compute_environment",), "bad-value", "LOCAL"),
+    # YAML's `no`: ClusterConfig keeps a distributed_type that is not text, and launch runs one
+    # process; a compute_environment that is not text makes the file a SageMaker config
+    ("accelerate", ("distributed_type",), "bad-value", False),
+    ("accelerate", ("compute_environment",), "bad-value", False),
     ("accelerate", ("deepspeed_config", "zero_stage"), "bad-value", 7),
     ("trl", ("per_device_train_batch_size",), "wrong-type", "two"),
     ("trl", ("per_device_train_batch_size",), "wrong-type", "2.0"),  # argparse's int("2.0") fails
@@ -340,6 +344,8 @@ def _agrees(case, res):
     expected = _value_expected(*case)
     if expected == formats.RAISES:
         return not res["ok"]
+    if expected == formats.ACTS_AS:
+        return res["ok"] and res["facts"]["multi"] is False  # loaded, and one process launched
     return res["ok"] and res["facts"]["held"] == case[3]  # LATER: the value reaches the code as written
 
 

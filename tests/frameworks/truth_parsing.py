@@ -187,8 +187,10 @@ def pydantic_lax(job):
 def accelerate_value(job):
     """ClusterConfig.from_yaml_file and `accelerate launch`'s validation, as for unknown keys."""
     args = _accelerate_launch_args(lambda base: _set(base, job["path"], job["value"]))
-    # launch copies a section's keys onto the namespace under their own names.
-    return {"held": getattr(args, job["path"][-1], None)}
+    # launch copies a section's keys onto the namespace under their own names; `multi` is whether
+    # a launcher other than the one-process simple_launcher was chosen (launch_command's branches)
+    multi = any(getattr(args, k, False) for k in ("use_deepspeed", "use_fsdp", "use_megatron_lm", "multi_gpu", "tpu"))
+    return {"held": getattr(args, job["path"][-1], None), "multi": multi}
 
 
 @check("value-trl")

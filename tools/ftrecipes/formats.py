@@ -129,6 +129,7 @@ def _emit_text(value):
 RAISES = "raises"  # the job stops at start-up (or the file is refused when loaded)
 IGNORES = "ignores"  # parsed without a word and never used
 LATER = "later"  # the parser takes it as written; the code that uses the value fails
+ACTS_AS = "acts-as"  # the parser keeps it, and the run goes on as with a value the schema takes
 
 
 @dataclass(frozen=True)
@@ -235,6 +236,7 @@ class ValueVerdict:
     by: str = ""  # who converts it
     written: str = ""  # the converted value as the file's syntax writes it
     misread: str = ""  # who else reads it as written, and what goes wrong there
+    acts_as: bool = False  # the run goes on as with an accepted value (a warning, not an error)
 
     @property
     def coerced(self):
@@ -381,11 +383,19 @@ _ACC_SECTIONS = ("deepspeed_config", "fsdp_config", "fp8_config", "megatron_lm_c
 # (ValueError); `accelerate launch` copies the sections' values onto its namespace unchecked.
 # Other top-level keys differ key by key (num_processes "two" fails a comparison in launch, a
 # mixed_precision "bf17" passes it): no claim for them.
+# Only text is turned into the enum: YAML's `distributed_type: no` arrives as false, which
+# ClusterConfig keeps, and `accelerate launch` (commands/launch.py), matching it with none of its
+# launchers, runs one process as for NO (accelerate 1.15; Mantis's FSDP config runs so). A
+# compute_environment that is not text is not LOCAL_MACHINE, so the file is read as a SageMaker
+# config, which refuses the cluster keys (load_config_from_file): that one raises either way.
 ACCELERATE_PARSING = Parsing(
     Effect(RAISES, "accelerate refuses to load the file"),
     tuple(((s,), _ACC_IGNORES) for s in _ACC_SECTIONS),
-    values=tuple(ValueEffect((k,), Effect(RAISES, "accelerate refuses to load the file, ClusterConfig turns it into an enum"),
-                             frozenset({"bad-value"})) for k in ("distributed_type", "compute_environment"))
+    values=(ValueEffect(("distributed_type",), Effect(ACTS_AS, "ClusterConfig turns only text into its enum; "
+                                                               "accelerate launch then runs one process, as for NO"),
+                        VALUE_RULES, text=False),)
+    + tuple(ValueEffect((k,), Effect(RAISES, "accelerate refuses to load the file, ClusterConfig turns it into an enum"),
+                        frozenset({"bad-value"})) for k in ("distributed_type", "compute_environment"))
     + tuple(ValueEffect((s,), Effect(LATER, "accelerate launch passes it on unchecked")) for s in _ACC_SECTIONS),
 )
 # TrainingArguments fields typed `SomeEnum | str`: __post_init__ converts them, so a name outside
@@ -487,7 +497,7 @@ class Format:
             return ValueVerdict()
         made = entry.convert.apply(value, types or (), accepts) if entry.convert else NOT_CONVERTED
         if made is NOT_CONVERTED:
-            return ValueVerdict(entry.effect.text)
+            return ValueVerdict(entry.effect.text, acts_as=entry.effect.kind == ACTS_AS)
         # Other readers take the file's text as written; a number or boolean they compare alike.
         misread = self.parsing.misread_at(path) if isinstance(value, str) else None
         return ValueVerdict(entry.effect.text, made, entry.convert.by, self.emit(made), misread.text if misread else "")

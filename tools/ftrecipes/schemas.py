@@ -458,7 +458,8 @@ def _with_effect(v, err, finding, value_verdict):
         return Finding(finding.path, finding.line, finding.column, "coerced-value", WARNING, f"{said}; write {verdict.written}")
     if not verdict.note:
         return finding
-    return Finding(finding.path, finding.line, finding.column, finding.rule, finding.severity, f"{finding.message} ({verdict.note})")
+    severity = WARNING if verdict.acts_as else finding.severity
+    return Finding(finding.path, finding.line, finding.column, finding.rule, severity, f"{finding.message} ({verdict.note})")
 
 
 def expected_types(v, schema, depth=0):

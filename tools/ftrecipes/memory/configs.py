@@ -548,7 +548,9 @@ def from_axolotl(f: _File) -> dict:
 def from_accelerate(f: _File) -> dict:
     """accelerate's ClusterConfig (commands/config/config_args.py): distributed_type and its
     deepspeed_config / fsdp_config sections."""
-    dist = str(f.get("distributed_type", default="NO")).upper()
+    dist = f.get("distributed_type", default="NO")
+    # a value that is not text (YAML's `no` is false) stays as it is and runs as NO (formats._ACC_NOT_TEXT)
+    dist = dist.upper() if isinstance(dist, str) else "NO"
     out = {"gpus": f.int("num_processes", minimum=1), "nodes": f.int("num_machines", minimum=1)}
     mp = f.get("mixed_precision")
     if mp in ("bf16", "fp16"):

@@ -803,7 +803,9 @@ def estimate(s: Setup) -> Result:
     if card["gpu_demand_bytes"] > c.gpu.memory_bytes and card["gpu_card_bytes"] - reclaimable <= c.gpu.memory_bytes:
         c.notes.append(f"at the card's limit: with its cache kept the allocator would hold "
                        f"{card['gpu_demand_bytes'] / GiB:.1f} GiB of {c.gpu.memory_bytes / GiB:.1f}; the run fits only "
-                       "because PyTorch frees cached blocks and retries, and fragmentation can still end it")
+                       "because PyTorch frees cached blocks and retries, and fragmentation can still end it "
+                       "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True grows segments instead of caching a "
+                       "block of every size: PyTorch's setting for steps whose sizes change)")
     host, host_peak = _host(c)
     return Result(
         setup=s, gpu_name=c.gpu.name, gpu_bytes=c.gpu.memory_bytes, params=c.total, trainable_params=c.trainable,

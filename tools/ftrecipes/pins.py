@@ -205,7 +205,7 @@ def resolve(framework, spec, cap=None):
 
 def _series_below(bound):
     """The release series just under a ceiling: 4.45 under 4.46.0, 4.46 under 4.46.1, 4 under 5.0."""
-    parts = [int(p) for p in versions.parse(bound).release] if versions.parse(bound).release else []
+    parts = [int(p) for p in versions.parse(bound).release or ()]
     while parts and parts[-1] == 0:
         parts.pop()
     if not parts:

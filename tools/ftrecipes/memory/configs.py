@@ -549,7 +549,7 @@ def from_accelerate(f: _File) -> dict:
     """accelerate's ClusterConfig (commands/config/config_args.py): distributed_type and its
     deepspeed_config / fsdp_config sections."""
     dist = f.get("distributed_type", default="NO")
-    # a value that is not text (YAML's `no` is false) stays as it is and runs as NO (formats._ACC_NOT_TEXT)
+    # a value that is not text (YAML's `no` is false) stays as it is and runs as NO (formats.ACCELERATE_PARSING)
     dist = dist.upper() if isinstance(dist, str) else "NO"
     out = {"gpus": f.int("num_processes", minimum=1), "nodes": f.int("num_machines", minimum=1)}
     mp = f.get("mixed_precision")

@@ -17,9 +17,10 @@ from . import trl_head
 from .deepspeed_transients import (Transients, gathers_allocate, recompute_fails, recompute_pinned, resolve,
                                    transients)
 from .host import GiB, host_bytes
-from .model_states import (accelerate_native_amp, accumulated_grads, adapters_in_fp32, check_expressed, stale_optimizer_copy,
+from .model_states import (accelerate_native_amp, accumulated_grads, adapters_in_fp32, check_expressed,
                            checkpoint_reentrant, expressed_states, expressed_transients, hooks_inside_checkpoint,
-                           load_bytes, rope_table_bytes, uses_master_weights, zero_paper_model_states)
+                           load_bytes, rope_table_bytes, stale_optimizer_copy, uses_master_weights,
+                           zero_paper_model_states)
 
 PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 TIGHT_HEADROOM = 0.10

@@ -564,16 +564,8 @@ def expressed_states(s, shape, total: int, trainable: int, n: int, stage: int, p
         if (not s.lora_rank or "embed_tokens" in (s.modules_to_save or ())) and embedding_states_32bit(s):
             embed_trainable = shape.vocab_size * shape.hidden_size
         if s.quantization != "none":
-            # transformers' bitsandbytes integration replaces every nn.Linear of the decoder;
-            # lm_head is skipped (get_keys_to_not_convert) and embeddings are not linear layers
-            lin = shape.linear_shapes().values()
-            qn = shape.num_hidden_layers * sum(i * o for i, o in lin)
-            rows = shape.num_hidden_layers * sum(o for _i, o in lin)
-            # LLaMA-Factory's default double_quantization; torchtune's NF4 is torchao's to_nf4, which
-            # always quantises the block scales again to int8 (scaler_block_size 256)
-            dq = s.double_quant if s.double_quant is not None else s.trainer in ("llamafactory", "torchtune")
-            whole = quant_constant_bytes(qn, s.quantization, double_quant=dq, rows=rows)
-            frozen_bytes = held_bytes(s, p) * (frozen - qn) + quantized_data_bytes(qn, s.quantization) + whole
+            qn, packed, whole = quantized_linears(s, shape)
+            frozen_bytes = held_bytes(s, p) * (frozen - qn) + packed + whole
     elif s.quantization != "none":
         raise ValueError("quantization needs a model shape (catalog name or config.json), not --params")
     if s.framework == "deepspeed":
@@ -637,7 +629,7 @@ def adapters_wrapped_apart(s) -> bool:
 # from 4.36 (training_args.py, FSDP_USE_ORIG_PARAMS).
 _STALE_OPTIMIZER = (("4.30.0", "4.32.0"), ("4.36.0", "4.38.0"))
 _ORIG_PARAMS_DEFAULT_SINCE = "4.36.0"
-_TRAINER_SUBCLASSES = ("hf", "trl", "llamafactory", "axolotl", "swift")
+_TRAINER_SUBCLASSES = ("hf", "swift", *_HF_TRAINERS)
 
 
 def stale_optimizer_copy(s) -> bool:
@@ -748,17 +740,31 @@ def largest_linear(shape) -> int:
     return max(i * o for i, o in shape.linear_shapes().values())
 
 
+def layer_linear_weights(shape) -> int:
+    """Weights of one decoder layer's linear layers."""
+    return sum(i * o for i, o in shape.linear_shapes().values())
+
+
+def quantized_linears(s, shape) -> tuple[int, float, float]:
+    """(weights, packed bytes, constant bytes) of the linears bitsandbytes quantizes: transformers'
+    integration replaces every nn.Linear of the decoder; lm_head is skipped
+    (get_keys_to_not_convert) and embeddings are not linear layers."""
+    qn = shape.num_hidden_layers * layer_linear_weights(shape)
+    rows = shape.num_hidden_layers * sum(o for _i, o in shape.linear_shapes().values())
+    # LLaMA-Factory's default double_quantization; torchtune's NF4 is torchao's to_nf4, which
+    # always quantises the block scales again to int8 (scaler_block_size 256)
+    dq = s.double_quant if s.double_quant is not None else s.trainer in ("llamafactory", "torchtune")
+    return (qn, quantized_data_bytes(qn, s.quantization),
+            quant_constant_bytes(qn, s.quantization, double_quant=dq, rows=rows))
+
+
 def whole_model_bytes(s, shape, total: int, p: int) -> float:
     """GPU bytes of the whole model as loaded: p per weight, bitsandbytes' linear weights packed
-    with their quantization constants (the same account expressed_states gives frozen weights)."""
+    with their quantization constants (the account expressed_states gives frozen weights)."""
     if shape is None or s.quantization == "none":
         return p * total
-    lin = shape.linear_shapes().values()
-    qn = shape.num_hidden_layers * sum(i * o for i, o in lin)
-    rows = shape.num_hidden_layers * sum(o for _i, o in lin)
-    dq = s.double_quant if s.double_quant is not None else s.trainer in ("llamafactory", "torchtune")
-    return (p * (total - qn) + quantized_data_bytes(qn, s.quantization)
-            + quant_constant_bytes(qn, s.quantization, double_quant=dq, rows=rows))
+    qn, packed, constants = quantized_linears(s, shape)
+    return p * (total - qn) + packed + constants
 
 
 def nf4_load_bytes(s, shape, ms: ModelStates) -> float:
@@ -803,7 +809,7 @@ def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, p
         unit_bytes = p * unit
         if s.quantization != "none":
             # the packed weights are what FSDP gathers (bnb_4bit_quant_storage), not p per weight
-            lin = sum(i * o for i, o in shape.linear_shapes().values())
+            lin = layer_linear_weights(shape)
             unit_bytes += quantized_data_bytes(lin, s.quantization) - p * lin
         gathered = 2 * unit_bytes + p * root
         t["forward"] += gathered
@@ -823,7 +829,7 @@ def expressed_transients(s, shape, total: int, trainable: int, n: int, p: int, p
         # its input's gradient, which LoRA needs from the first adapter on (bench/autocast_casts.py
         # measures both): without checkpointing every decoder linear and the head keep one; with
         # it, the head's (outside the checkpointed layers) and one recomputed layer's
-        per_layer = sum(i * o for i, o in shape.linear_shapes().values())
+        per_layer = layer_linear_weights(shape)
         head = shape.vocab_size * shape.hidden_size
         if s.gradient_checkpointing:
             t["forward"] += p * head

@@ -17,7 +17,7 @@ from .errors import UserError, clip, one_line, printable, refuse_dash
 from .memory import catalog
 from .memory.estimate import Result, Setup, estimate
 from .memory.steptime import StepTime, step_time
-from .memory.trl_head import loss_path
+from .memory.trl_head import loss_path, release
 
 METHODS = ("sft", "lora", "qlora", "dpo", "grpo")
 # Distributed back ends each trainer can drive. TRL/accelerate: DeepSpeed, FSDP2, DDP; LLaMA-Factory
@@ -170,7 +170,7 @@ def candidates(base: Setup, method: str, framework: str, global_batch: int, lora
     mf = _method_fields(method, lora_rank, adapter)
     trainer = TRAINERS.get(framework, framework)
     # TRL from 1.15 on turns Liger's fused cross-entropy off for its own fused LM head (trl_head)
-    liger = liger and loss_path(trainer, mf["method"], base.trl_version, "liger")[0] == "liger"
+    liger = liger and loss_path(trainer, mf["method"], release(base), "liger")[0] == "liger"
     kernels = ["none", "liger"] if liger else ["none"]
     full = not mf.get("lora_rank")
     optimizers = ["adamw", "adamw_8bit"] if full and framework != "openrlhf" else ["adamw"]

@@ -43,6 +43,12 @@ from . import trl_head
 from .catalog import ModelShape, VisionTower
 
 LOSS_KERNELS = ("none", "liger", "chunked")
+# What runs a decoder layer's LoRA projections, norms and rotary embedding: hf = transformers' modules
+# with PEFT's LoRA layers; unsloth = Unsloth's hand-written autograd functions (see unsloth_layer_bytes)
+LAYER_KERNELS = ("hf", "unsloth")
+# sdpa-math: torch's SDPA on its math backend, which no fused kernel took (attention_bytes_per_token);
+# sdpa-cpu: the CPU path the FakeTensorMode traces run
+ATTN_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "eager", "sdpa-math", "sdpa-cpu")
 # transformers' own causal-LM loss by release, read in the 4.41.2, 4.44.2, 4.45.2, 4.46.3, 4.47.1,
 # 4.48.3 and 4.49.0 wheels. Up to 4.45 the model itself runs `logits = logits.float()` (its p-byte
 # logits freed by the rebinding) and CrossEntropyLoss on `logits[..., :-1, :].contiguous()`, a
@@ -202,12 +208,13 @@ class Activations:
 def layer_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tuple[str, ...],
                           input_requires_grad: bool = True, attn: str = "sdpa", seq_len: int = 0,
                           adapter_fp32: bool = True, lora_dropout: bool = False,
-                          quantized_keeps: tuple[int, int] = (0, 0)) -> int:
-    h, i, kv = shape.hidden_size, shape.intermediate_size, shape.kv_dim
-    q = shape.num_attention_heads * shape.head_dim
-    nh = shape.num_attention_heads
+                          quantized_keeps: tuple[int, int] = (0, 0), kernels: str = "hf") -> int:
+    h, i = shape.hidden_size, shape.intermediate_size
     lora = lora_rank > 0
     full = not lora
+    if kernels == "unsloth" and lora and not shape.gpt2:
+        return unsloth_layer_bytes(shape, p, lora_rank, targets, input_requires_grad, attn, seq_len, adapter_fp32,
+                                   lora_dropout, quantized_keeps)
 
     def norm(out_read_by_trainable: bool, inp_grad: bool) -> int:
         if not inp_grad and not full:
@@ -221,20 +228,7 @@ def layer_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tu
 
     if shape.gpt2:
         return gpt2_layer_bytes_per_token(shape, p, seq_len)
-    total = norm(True, input_requires_grad) + norm(True, True)
-    if attn == "eager":
-        # HF eager attention keeps rotated q, K and V repeated to all heads (repeat_kv), the
-        # transposed output copy read by o_proj (4 q-sized), the fp32 softmax probabilities (for
-        # softmax backward) and their p-byte cast (for the matmul with V): nh*s per token each.
-        total += 4 * p * q + (4 + p) * nh * seq_len
-    elif attn == "flash_attention_2":
-        total += 2 * p * q + 2 * p * kv + 4 * nh
-    else:
-        total += 4 * p * q + 4 * nh
-        if attn == "sdpa-cpu":
-            # torch's CPU SDPA path (what FakeTensorMode traces run) keeps a 2-byte s*s term per
-            # layer; CUDA flash / memory-efficient kernels recompute it in backward instead.
-            total += 2 * seq_len
+    total = norm(True, input_requires_grad) + norm(True, True) + attention_bytes_per_token(shape, p, attn, seq_len)
     total += 3 * p * i + (p * i if full else 0)
     if lora:
         total += _adapter_bytes_per_token(shape, p, lora_rank, targets, adapter_fp32, lora_dropout)
@@ -243,21 +237,88 @@ def layer_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tu
     return total
 
 
+def attention_bytes_per_token(shape: ModelShape, p: int, attn: str, seq_len: int) -> int:
+    """What one layer's attention keeps per token between its input projections and o_proj."""
+    q, kv, nh = shape.num_attention_heads * shape.head_dim, shape.kv_dim, shape.num_attention_heads
+    if attn == "eager":
+        # HF eager attention keeps rotated q, K and V repeated to all heads (repeat_kv), the
+        # transposed output copy read by o_proj (4 q-sized), the fp32 softmax probabilities (for
+        # softmax backward) and their p-byte cast (for the matmul with V): nh*s per token each.
+        return 4 * p * q + (4 + p) * nh * seq_len
+    if attn == "flash_attention_2":
+        return 2 * p * q + 2 * p * kv + 4 * nh
+    if attn == "sdpa-math":
+        # _scaled_dot_product_attention_math (torch 2.6 attention.cpp) upcasts p-byte q, k and v to
+        # fp32 unless allowFP16BF16ReductionMathSDP is set (false by default), repeats K/V to all
+        # heads for enable_gqa, and keeps the fp32 softmax probabilities for the matmul with V and
+        # for softmax backward; the output comes back in the compute dtype. SDPA falls back to it
+        # when no fused kernel takes the call, e.g. a float mask with enable_gqa (only the flash
+        # kernel, which refuses masks, took GQA before pytorch#191085)
+        return 3 * 4 * q + 4 * nh * seq_len + p * q
+    if attn == "sdpa-cpu":
+        # torch's CPU SDPA path (what FakeTensorMode traces run) keeps a 2-byte s*s term per
+        # layer; CUDA flash / memory-efficient kernels recompute it in backward instead.
+        return 4 * p * q + 4 * nh + 2 * seq_len
+    return 4 * p * q + 4 * nh
+
+
+QKV = ("q_proj", "k_proj", "v_proj")
+MLP = ("gate_proj", "up_proj", "down_proj")
+
+
+def unsloth_patched(shape: ModelShape, targets: tuple[str, ...], lora_dropout: bool) -> tuple[bool, bool, bool]:
+    """(q/k/v, o, MLP): the groups Unsloth's patch_peft_model hands to its own autograd functions
+    (unsloth/models/llama.py at 7e1c6a6, lines 1545-1603): only with lora_dropout 0 and bias none,
+    and only where every projection of the group has LoRA and no bias (Qwen2's q/k/v biases keep
+    its attention on PEFT's layers). The rest stays PEFT's."""
+    if lora_dropout or shape.gpt2:
+        return False, False, False
+    return (all(t in targets for t in QKV) and not shape.qkv_bias, "o_proj" in targets,
+            all(t in targets for t in MLP))
+
+
+def unsloth_layer_bytes(shape: ModelShape, p: int, lora_rank: int, targets: tuple[str, ...],
+                        input_requires_grad: bool, attn: str, seq_len: int, adapter_fp32: bool,
+                        lora_dropout: bool, quantized_keeps: tuple[int, int]) -> int:
+    """One LoRA decoder layer under Unsloth's fast path, per token (read in unslothai/unsloth at
+    7e1c6a6, 2024-04-03, unsloth/kernels/): Fast_RMS_Layernorm keeps its p-byte input and the fp32
+    inverse RMS; the rotary kernel rotates q and k in place keeping only cos/sin; LoRA_QKV keeps
+    its input X alone; LoRA_W (o_proj) keeps its input, the attention output the attention keeps
+    already; LoRA_MLP keeps X and the gate and up outputs e and g, recomputing the SwiGLU product
+    and every lora_A output in backward, and dequantizes the base weights itself (bitsandbytes
+    keeps nothing). No adapter keeps an fp32 copy of its input. Unpatched groups are PEFT's."""
+    h, i = shape.hidden_size, shape.intermediate_size
+    qkv, o, mlp = unsloth_patched(shape, targets, lora_dropout)
+    total = (p * h + 4 if input_requires_grad else 0) + p * h + 4 + attention_bytes_per_token(shape, p, attn, seq_len)
+    total += p * h if qkv else 0
+    total += p * h + 2 * p * i if mlp else 3 * p * i
+    patched = (QKV if qkv else ()) + (("o_proj",) if o else ()) + (MLP if mlp else ())
+    rest = tuple(t for t in targets if t not in patched)
+    if rest:
+        total += _adapter_bytes_per_token(shape, p, lora_rank, rest, adapter_fp32, lora_dropout)
+    return total + _quantized_base_inputs(shape, rest, input_requires_grad,
+                                          not (adapter_fp32 or lora_dropout), *quantized_keeps, patched=patched)
+
+
 def _quantized_base_inputs(shape: ModelShape, targets: tuple[str, ...], input_requires_grad: bool,
-                           adapters_share_input: bool, input_bytes: int, int8_bytes: int) -> int:
+                           adapters_share_input: bool, input_bytes: int, int8_bytes: int,
+                           patched: tuple[str, ...] = ()) -> int:
     """What bitsandbytes keeps per token for one layer's frozen quantized linears beyond the terms
     above (bnb_kept_input_bytes): each distinct input once, unless autograd keeps that tensor anyway
     (an adapter reading the base layer's own input; o_proj's input, the attention output), and the
     int8 copy once per layer call. The functions keep nothing where the input needs no gradient
-    (the first layer's q/k/v under LoRA, whose input comes from the frozen embedding)."""
+    (the first layer's q/k/v under LoRA, whose input comes from the frozen embedding). patched:
+    projections Unsloth's own functions run (they call no bitsandbytes autograd function)."""
     if not (input_bytes or int8_bytes):
         return 0
     lin = shape.linear_shapes()
     groups = [(("gate_proj", "up_proj", "gate_up_proj"), shape.hidden_size), (("down_proj",), shape.intermediate_size)]
     if input_requires_grad:
         groups.insert(0, (("q_proj", "k_proj", "v_proj", "qkv_proj"), shape.hidden_size))
-    total = int8_bytes * lin["o_proj"][0] if input_requires_grad else 0
+    total = int8_bytes * lin["o_proj"][0] if input_requires_grad and "o_proj" not in patched else 0
     for names, width in groups:
+        if any(n in patched for n in names):
+            continue
         if not (adapters_share_input and any(t in targets for t in names)):
             total += input_bytes * width
         total += int8_bytes * width * sum(1 for n in names if n in lin)
@@ -303,7 +364,8 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
                 adapter_fp32: bool = True, loss_kernel: str = "none", image_slices: int = 0,
                 checkpoint_offload: bool = False, head_weight_bytes: int = 0,
                 lora_dropout: bool = False, vision_frozen: tuple = (False, False),
-                transformers_loss: str | None = None, quantized_keeps: tuple[int, int] = (0, 0)) -> Activations:
+                transformers_loss: str | None = None, quantized_keeps: tuple[int, int] = (0, 0),
+                layer_kernels: str = "hf") -> Activations:
     """Activation memory for one micro batch; sequences_per_sample=2 for DPO's chosen+rejected.
     image_slices: image slices per sample run through shape.vision (their LLM tokens are part of
     seq_len already); vision_frozen: (tower, projector) frozen, which autograd then does not save
@@ -311,17 +373,17 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
     head_weight_bytes: bytes per element of a trained LM head (0: frozen), for TRL's fused head.
     transformers_loss: the transformers release whose own loss the model computes ("": a current
     one; None: the trainer computes the loss from the logits). quantized_keeps: what a bitsandbytes
-    base layer keeps per input element (bnb_kept_input_bytes)."""
+    base layer keeps per input element (bnb_kept_input_bytes). layer_kernels: LAYER_KERNELS."""
     b = micro_batch * sequences_per_sample
     T = b * seq_len
     h, L = shape.hidden_size, shape.num_hidden_layers
     targets = lora_targets(lora_target, shape.model_type) if lora_rank else ALL_LINEAR
     attn = attn_implementation or "sdpa"
     per_layer = layer_bytes_per_token(shape, p, lora_rank, targets, True, attn, seq_len, adapter_fp32, lora_dropout,
-                                      quantized_keeps)
+                                      quantized_keeps, layer_kernels)
     # LoRA: the first layer's input comes from a frozen embedding, so its first norm keeps nothing
     first_layer = layer_bytes_per_token(shape, p, lora_rank, targets, not lora_rank, attn, seq_len, adapter_fp32,
-                                        lora_dropout, quantized_keeps)
+                                        lora_dropout, quantized_keeps, layer_kernels)
     layer_saved = per_layer * T
     if gradient_checkpointing:
         # transformers checkpoints each decoder layer (torch.utils.checkpoint, non-reentrant):
@@ -349,10 +411,18 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
     i = shape.intermediate_size
     # One layer's backward: the MLP gradients (d down-input, d product, d gate/up) are i-wide;
     # with a trainable MLP the weight gradients come on top (accounted for as gradients).
-    layer_bwd = (3 * p * i + 2 * p * h) * T
+    mlp_grads = 3 * p * i
+    if layer_kernels == "unsloth" and lora_rank and unsloth_patched(shape, targets, lora_dropout)[2]:
+        # LoRA_MLP.backward writes the SwiGLU gradients over e and g in place (swiglu.py
+        # _DWf_DW_dfg_kernel) and dX into X's storage: the down projection's input gradient is new
+        mlp_grads = p * i
+    layer_bwd = (mlp_grads + 2 * p * h) * T
     if attn == "eager":
         # softmax backward: gradient of the probabilities (p) and of the fp32 scores (4), nh*s each
         layer_bwd += (4 + p) * shape.num_attention_heads * seq_len * T
+    elif attn == "sdpa-math":
+        # the same two gradients, both fp32 on the math backend
+        layer_bwd += 8 * shape.num_attention_heads * seq_len * T
     if image_slices and shape.vision is not None:
         v_saved, v_layer = vision_activations(shape.vision, image_slices * b, p, gradient_checkpointing,
                                               *vision_frozen)

@@ -98,7 +98,7 @@ def _add_estimate(sp):
     p.add_argument("--lora-rank", type=count(0))
     p.add_argument("--lora-target", type=lora_target)
     p.add_argument("--method", choices=["sft", "dpo", "grpo"])
-    p.add_argument("--attn-implementation", choices=["flash_attention_2", "sdpa", "eager"])
+    p.add_argument("--attn-implementation", choices=["flash_attention_2", "sdpa", "eager", "sdpa-math"])
     p.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3])
     p.add_argument("--precision", choices=["bf16", "fp16", "fp32"])
     p.add_argument("--offload-optimizer", choices=["none", "cpu", "nvme"])

@@ -52,7 +52,7 @@ MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "l
                "adapter_fp32", "trainer", "load_dtype", "sync_each_batch", "checkpoint_reentrant",
                "varying_lengths", "checkpoint_offload", "optimizer_in_backward", "adam_impl", "mixed_precision",
                "accelerate_version", "trl_version", "transformers_version", "loss_type", "lora_dropout",
-               "torchao_version", "use_orig_params", "bitsandbytes_version")
+               "torchao_version", "use_orig_params", "bitsandbytes_version", "layer_kernels")
 
 
 _MAX_INT = 2**31 - 1  # the largest count the CLI's own flags take
@@ -344,6 +344,10 @@ def from_llamafactory(f: _File) -> dict:
         out["loss_kernel"] = "liger"
     elif f.get("use_unsloth") is True:
         out["loss_kernel"] = "chunked"
+    if f.get("use_unsloth") is True and out["lora_rank"]:
+        # model/adapter.py hands LoRA to FastLanguageModel.get_peft_model, which installs
+        # Unsloth's own autograd functions in the decoder layers
+        out["layer_kernels"] = "unsloth"
     # use_unsloth hands Unsloth use_gradient_checkpointing="unsloth" (model_utils/unsloth.py);
     # use_unsloth_gc installs the same offloading checkpointer without Unsloth
     if f.get("use_unsloth_gc") is True or (f.get("use_unsloth") is True and out["gradient_checkpointing"]):

@@ -118,6 +118,8 @@ class Setup:
                                        # unpacked data); false: packed or padded to seq_len
     checkpoint_offload: bool = False   # gradient checkpointing that parks each layer's input in host
                                        # RAM (Unsloth's "unsloth" mode, LLaMA-Factory use_unsloth_gc)
+    layer_kernels: str = "hf"          # hf | unsloth: what runs the LoRA layers (Unsloth's own autograd
+                                       # functions keep less for backward, activations.unsloth_layer_bytes)
     optimizer_in_backward: bool = False  # each parameter stepped and its gradient freed as soon as it
                                          # is accumulated (torchtune optimizer_in_bwd)
     transformers_version: str = ""     # e.g. "4.40.2"; "": a current release (model_states.ROPE_TABLES_UNTIL)
@@ -389,7 +391,7 @@ def _reference_model(c: _Plan) -> None:
     if s.method == "dpo" and c.ref_mode == "auto":
         c.ref_mode = "adapter" if s.lora_rank else "model"
     if s.method == "grpo" and c.ref_mode == "auto":
-        c.ref_mode = ("precomputed" if trl_head.at_least(s.trl_version, GRPO_NO_REFERENCE_SINCE)
+        c.ref_mode = ("precomputed" if trl_head.at_least(trl_head.release(s), GRPO_NO_REFERENCE_SINCE)
                       else "adapter" if s.lora_rank else "model")
     if s.method in ("dpo", "grpo") and c.ref_mode == "model":
         sharded = c.stage == 3 or s.framework in ("fsdp", "fsdp2")
@@ -404,9 +406,14 @@ def _reference_model(c: _Plan) -> None:
 def _buffers(c: _Plan) -> None:
     """Activations per token and DeepSpeed's transient buffers, which the phases then combine."""
     s, shape = c.s, c.shape
-    c.loss_kernel, note = trl_head.loss_path(s.trainer, s.method, s.trl_version, s.loss_kernel, s.loss_type)
+    c.loss_kernel, note = trl_head.loss_path(s.trainer, s.method, trl_head.release(s), s.loss_kernel, s.loss_type)
     if note:
         c.notes.append(note)
+    if s.layer_kernels == "unsloth" and c.loss_kernel == "none":
+        # Unsloth's causal-LM forward computes the loss itself (fast_cross_entropy_loss,
+        # unsloth/kernels/cross_entropy_loss.py: the p-byte logits and a logsumexp saved, the
+        # gradient written into the logits): transformers' loss never runs
+        c.loss_kernel = "chunked"
     if shape is not None:
         c.act = activations(shape, s.seq_len, s.micro_batch, c.p, lora_rank=s.lora_rank,
                             lora_target=s.lora_target, gradient_checkpointing=s.gradient_checkpointing,
@@ -417,7 +424,8 @@ def _buffers(c: _Plan) -> None:
                             checkpoint_offload=s.checkpoint_offload, head_weight_bytes=_head_weight_bytes(c),
                             lora_dropout=s.lora_dropout > 0,
                             transformers_loss=s.transformers_version if _model_computes_loss(s) else None,
-                            quantized_keeps=bnb_kept_input_bytes(s.quantization, s.bitsandbytes_version, c.p))
+                            quantized_keeps=bnb_kept_input_bytes(s.quantization, s.bitsandbytes_version, c.p),
+                            layer_kernels=s.layer_kernels)
     else:
         c.notes.append("no architecture given (--params only): activations not modelled")
     largest_gather = 0  # elements ZeRO-3 must gather at once

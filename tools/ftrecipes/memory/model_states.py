@@ -246,10 +246,11 @@ TRAINERS = ("", "hf", "trl", "llamafactory", "openrlhf", "accelerate", "axolotl"
 def check_expressed(s) -> list[str]:
     """Reject values of the non-DeepSpeed settings the model does not know; return notes for
     combinations a framework accepts but ignores. s: a Setup (read by attribute)."""
-    from .activations import LOSS_KERNELS
+    from .activations import ATTN_IMPLEMENTATIONS, LAYER_KERNELS, LOSS_KERNELS
 
     for name, allowed in (("framework", FRAMEWORKS), ("quantization", QUANTIZATIONS), ("adam_impl", ADAM_IMPLS),
                           ("optimizer", OPTIMIZERS), ("loss_kernel", LOSS_KERNELS), ("trainer", TRAINERS),
+                          ("layer_kernels", LAYER_KERNELS), ("attn_implementation", ATTN_IMPLEMENTATIONS),
                           ("load_dtype", ("",) + tuple(_DTYPE_BYTES))):
         if getattr(s, name) not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(a or repr(a) for a in allowed)}, got {getattr(s, name)!r}")
@@ -259,6 +260,10 @@ def check_expressed(s) -> list[str]:
             or not 0 <= s.lora_dropout < 1:
         # torch's Dropout refuses p outside [0, 1]; p = 1 zeroes the adapters' input entirely
         raise ValueError(f"lora_dropout must be a probability in [0, 1), got {s.lora_dropout!r}")
+    if s.layer_kernels == "unsloth" and not s.lora_rank:
+        # the functions patch_peft_model installs exist for LoRA layers only
+        raise ValueError("layer_kernels unsloth needs LoRA (lora_rank > 0): Unsloth's own autograd functions "
+                         "replace LoRA layers")
     if s.quantization != "none" and not s.lora_rank:
         # peft/LLaMA-Factory refuse it too: "Quantized models can only be used for the LoRA"
         raise ValueError(f"quantization {s.quantization} needs LoRA (lora_rank > 0): quantized base "
@@ -410,10 +415,10 @@ def checkpoint_reentrant(s, model_type: str = "") -> bool:
     5.x (modeling_utils gradient_checkpointing_enable, read in 5.6 and 5.23; TRL's trainers name
     5.0.0 as the switch). model_type: the model's config.json model_type (axolotl's Gemma 4 rule)."""
     from ..pep440 import parse
-    from .trl_head import at_least
+    from .trl_head import at_least, release
 
     if (s.trainer == "trl" and s.lora_rank and s.framework == "deepspeed" and s.zero_stage == 3
-            and at_least(s.trl_version, _TRL_FORCES_REENTRANT)):
+            and at_least(release(s), _TRL_FORCES_REENTRANT)):
         return True
     if s.checkpoint_offload:
         # the offloading checkpointers (LLaMA-Factory's use_unsloth_gc, axolotl's offload and
@@ -435,7 +440,7 @@ def checkpoint_reentrant(s, model_type: str = "") -> bool:
         # here); Gemma 4 is switched to non-reentrant (utils/config/__init__.py, since cc3cebfa7,
         # read at 067b021c8). unfrozen_parameters, which also skips it, is not read.
         return not model_type.startswith("gemma4")
-    if s.trainer == "trl" and at_least(s.trl_version, _TRL_NON_REENTRANT):
+    if s.trainer == "trl" and at_least(release(s), _TRL_NON_REENTRANT):
         return False
     return bool(s.transformers_version) and parse(s.transformers_version).release[0] < 5
 

@@ -34,6 +34,9 @@ from ..pep440 import parse
 # at: an estimate without a stated TRL version is about that release (test_memory_trl_head checks
 # the two agree).
 TRL_DEFAULT = "1.16.0"
+# Unsloth installs only "trl>=0.18.2,!=0.19.0,<=0.24.0" (pyproject.toml at unslothai/unsloth
+# 015bdef, 2026-08-22): under its layers an unstated release is the newest it accepts
+UNSLOTH_TRL_MAX = "0.24.0"
 FUSED_SINCE = "1.15.0"
 LIGER_CHUNKED_SINCE = "1.14.0"
 CHUNKED_NLL_DEFAULT_SINCE = "1.7.0"
@@ -62,6 +65,12 @@ def at_least(version: str, since: str) -> bool:
 
 def vllm_mode_default(version: str) -> str:
     return "colocate" if at_least(version, COLOCATE_DEFAULT_SINCE) else "server"
+
+
+def release(s) -> str:
+    """The TRL release a Setup runs: its trl_version, else the newest the rest of the setup allows
+    ("": TRL_DEFAULT)."""
+    return s.trl_version or (UNSLOTH_TRL_MAX if s.layer_kernels == "unsloth" else "")
 
 
 def loss_path(trainer: str, method: str, version: str, requested: str, loss_type: str = "") -> tuple[str, str | None]:

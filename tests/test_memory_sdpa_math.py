@@ -45,3 +45,21 @@ def test_the_estimate_flags_the_quadratic_path():
 def test_an_unknown_attention_is_refused_not_read_as_sdpa():
     with pytest.raises(ValueError, match="attn_implementation must be one of"):
         estimate(Setup(model="Llama-3-8B", attn_implementation="flash_attention_3"))
+
+
+def test_gpt_bigcode_keeps_fp32_softmax_probabilities():
+    """transformers 4.28.1 modeling_gpt_bigcode.py: attention_softmax_in_fp32 (config default True)
+    runs upcast_masked_softmax, `softmax(x.to(float32) * scale).to(dtype)`, so the probabilities
+    softmax backward keeps are fp32; then attn_dropout keeps its 1-byte mask and the bmm with V its
+    p-byte output. GPT-2 keeps p-byte probabilities."""
+    from ftrecipes.memory.activations import gpt2_layer_bytes_per_token
+    from ftrecipes.memory.catalog import ModelShape
+
+    def shape(mtype, **cfg):
+        return ModelShape("m", 6144, 24576, 40, 48, 1, 49152, model_type=mtype, hf_config=cfg)
+
+    s = 8192
+    bigcode = gpt2_layer_bytes_per_token(shape("gpt_bigcode"), 2, s)
+    assert bigcode - gpt2_layer_bytes_per_token(shape("gpt2"), 2, s) == 2 * 48 * s
+    assert gpt2_layer_bytes_per_token(shape("gpt_bigcode", attention_softmax_in_fp32=False), 2, s) \
+        == gpt2_layer_bytes_per_token(shape("gpt2"), 2, s)

@@ -351,9 +351,14 @@ def gpt2_layer_bytes_per_token(shape: ModelShape, p: int, seq_len: int) -> int:
     sec. 4.1) count, with p = 2, 11h + 5as for attention (QKV input, Q and K, softmax output, its
     dropout mask and output, V, the projection input and its dropout mask), 19h for the MLP
     (input, GeLU input and fc2 input of width 4h, dropout mask) and 4h for the two LayerNorms'
-    inputs: 34h + 5as. Written here with p and the MLP width i, 1-byte dropout masks."""
+    inputs: 34h + 5as. Written here with p and the MLP width i, 1-byte dropout masks.
+    GPTBigCode (StarCoder) computes the softmax in fp32 (attention_softmax_in_fp32, default True;
+    upcast_masked_softmax in transformers 4.28.1 modeling_gpt_bigcode.py), so the probabilities
+    softmax backward keeps are 4 bytes, beside the dropout's mask and p-byte output."""
     h, i, a = shape.hidden_size, shape.intermediate_size, shape.num_attention_heads
-    attention = (5 * p + 1) * h + (2 * p + 1) * a * seq_len
+    upcast = shape.model_type == "gpt_bigcode" and shape.hf_config.get("attention_softmax_in_fp32", True)
+    softmax = 4 if upcast else p
+    attention = (5 * p + 1) * h + (softmax + p + 1) * a * seq_len
     mlp = p * h + 2 * p * i + h
     return attention + mlp + 2 * p * h
 

@@ -32,7 +32,7 @@ VALUES = {
     "offload_optimizer": {"none", "cpu", "nvme"}, "offload_param": {"none", "cpu", "nvme"},
     "method": {"sft", "dpo", "grpo"}, "framework": {"deepspeed", "ddp", "fsdp", "fsdp2", "torch"},
     "quantization": {"none", "4bit", "8bit"}, "loss_kernel": {"none", "liger", "chunked"},
-    "attn_implementation": {"flash_attention_2", "sdpa", "eager", "sdpa-math"}, "layer_kernels": {"hf", "unsloth"},
+    "attn_implementation": {"flash_attention_2", "sdpa", "eager", "sdpa-math"}, "layer_kernels": {"hf", "unsloth", "liger"},
     "optimizer": {"adamw", "adamw_8bit", "paged_adamw_8bit", "paged_adamw_32bit", "sgd", "adafactor"},
     "varying_lengths": {True, False}, "checkpoint_offload": {True, False}, "double_quant": {True, False},
     "optimizer_in_backward": {True, False}, "freeze_vision_tower": {True, False}, "freeze_projector": {True, False},

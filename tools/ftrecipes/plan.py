@@ -194,6 +194,8 @@ def candidates(base: Setup, method: str, framework: str, global_batch: int, lora
                             for micro in _micro_batches(per_gpu):
                                 yield replace(base, **mf, **be, **gen, optimizer=opt, gradient_checkpointing=ckpt,
                                               attn_implementation=attn, loss_kernel=kernel, micro_batch=micro,
+                                              # the trainers' Liger switch patches the layers' kernels too
+                                              layer_kernels="liger" if kernel == "liger" else base.layer_kernels,
                                               grad_accum=per_gpu // micro, trainer=trainer)
 
 

@@ -43,9 +43,12 @@ from . import trl_head
 from .catalog import ModelShape, VisionTower
 
 LOSS_KERNELS = ("none", "liger", "chunked")
-# What runs a decoder layer's LoRA projections, norms and rotary embedding: hf = transformers' modules
-# with PEFT's LoRA layers; unsloth = Unsloth's hand-written autograd functions (see unsloth_layer_bytes)
-LAYER_KERNELS = ("hf", "unsloth")
+# What runs a decoder layer's norms, MLP activation, rotary embedding and LoRA projections: hf =
+# transformers' modules with PEFT's LoRA layers; unsloth = Unsloth's hand-written autograd functions
+# (unsloth_layer_bytes); liger = Liger-Kernel's RMSNorm, SwiGLU/GEGLU and RoPE functions (read in
+# linkedin/Liger-Kernel 7e0f459, src/liger_kernel/ops: rms_norm.py saves (X, W, RSTD), swiglu.py and
+# geglu.py save (a, b) and write their gradients over them, rope.py rotates q/k in place keeping cos/sin)
+LAYER_KERNELS = ("hf", "unsloth", "liger")
 # sdpa-math: torch's SDPA on its math backend, which no fused kernel took (attention_bytes_per_token);
 # sdpa-cpu: the CPU path the FakeTensorMode traces run
 ATTN_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "eager", "sdpa-math", "sdpa-cpu")
@@ -216,12 +219,17 @@ def layer_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tu
         return unsloth_layer_bytes(shape, p, lora_rank, targets, input_requires_grad, attn, seq_len, adapter_fp32,
                                    lora_dropout, quantized_keeps)
 
+    liger = kernels == "liger"
+
     def norm(out_read_by_trainable: bool, inp_grad: bool) -> int:
         if not inp_grad and not full:
             return 0  # nothing upstream needs a gradient and the weight is frozen
-        b = 4 * h + 4
-        if full:
-            b += p * h  # normalised input of `weight * x`
+        if liger:
+            b = p * h + 4  # LigerRMSNormFunction keeps X and the fp32 RSTD; dW comes from both
+        else:
+            b = 4 * h + 4
+            if full:
+                b += p * h  # normalised input of `weight * x`
         if full and out_read_by_trainable:
             b += p * h
         return b
@@ -229,7 +237,8 @@ def layer_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tu
     if shape.gpt2:
         return gpt2_layer_bytes_per_token(shape, p, seq_len)
     total = norm(True, input_requires_grad) + norm(True, True) + attention_bytes_per_token(shape, p, attn, seq_len)
-    total += 3 * p * i + (p * i if full else 0)
+    # LigerSiLUMulFunction (and GEGLU) keeps gate and up outputs only, recomputing the activation
+    total += (2 if liger else 3) * p * i + (p * i if full else 0)
     if lora:
         total += _adapter_bytes_per_token(shape, p, lora_rank, targets, adapter_fp32, lora_dropout)
         total += _quantized_base_inputs(shape, targets, input_requires_grad, not (adapter_fp32 or lora_dropout),
@@ -395,7 +404,9 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
         # only its input hidden state stays; the traces also show a b*s*s bool causal mask
         # materialised for the checkpointed layers. FlashAttention-2 gets no such mask
         # (transformers masking_utils.flash_attention_mask: None, or the 2D padding mask).
-        mask = 0 if attn == "flash_attention_2" else b * seq_len * seq_len
+        # Unsloth's own model forward drops the mask in training (LlamaModel_fast_forward at 7e1c6a6:
+        # `elif self.training: attention_mask = None`) and runs causal kernels.
+        mask = 0 if attn == "flash_attention_2" or layer_kernels == "unsloth" else b * seq_len * seq_len
         kept = L - (1 if lora_rank else 0)
         if checkpoint_offload:
             # Unsloth_Offloaded_Gradient_Checkpointer (unsloth/models/_utils.py; the same class is
@@ -417,9 +428,10 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
     # One layer's backward: the MLP gradients (d down-input, d product, d gate/up) are i-wide;
     # with a trainable MLP the weight gradients come on top (accounted for as gradients).
     mlp_grads = 3 * p * i
-    if layer_kernels == "unsloth" and lora_rank and unsloth_patched(shape, targets, lora_dropout)[2]:
-        # LoRA_MLP.backward writes the SwiGLU gradients over e and g in place (swiglu.py
-        # _DWf_DW_dfg_kernel) and dX into X's storage: the down projection's input gradient is new
+    if (layer_kernels == "unsloth" and lora_rank and unsloth_patched(shape, targets, lora_dropout)[2]) \
+            or (layer_kernels == "liger" and not shape.gpt2):
+        # Unsloth's LoRA_MLP.backward (swiglu.py _DWf_DW_dfg_kernel) and Liger's SwiGLU/GEGLU backward
+        # write the gate and up gradients over the saved outputs: the down input's gradient is new
         mlp_grads = p * i
     layer_bwd = (mlp_grads + 2 * p * h) * T
     if attn == "eager":

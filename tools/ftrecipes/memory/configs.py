@@ -341,7 +341,8 @@ def from_llamafactory(f: _File) -> dict:
         out["master_weights"] = False
         out["precision"] = "bf16"
     if f.get("enable_liger_kernel") is True:
-        out["loss_kernel"] = "liger"
+        # model_utils/liger_kernel.py: apply_liger_kernel with rms_norm and swiglu at their defaults (on)
+        out["loss_kernel"], out["layer_kernels"] = "liger", "liger"
     elif f.get("use_unsloth") is True:
         out["loss_kernel"] = "chunked"
     if f.get("use_unsloth") is True and out["lora_rank"]:
@@ -446,7 +447,8 @@ def _trl_fields(f: _File, method: str, seq: int) -> dict:
         out["quantization"] = "4bit" if f.get("load_in_4bit") is True else "8bit"
         out["double_quant"] = bool(f.get("use_bnb_nested_quant", default=False))
     if f.get("use_liger_kernel") is True:
-        out["loss_kernel"] = "liger"
+        # transformers' Trainer: _apply_liger_kernel_to_instance, rope, rms_norm and swiglu on by default
+        out["loss_kernel"], out["layer_kernels"] = "liger", "liger"
     _hf_fsdp(f, out)
     if method == "sft" and f.get("loss_type") is not None:
         # SFTConfig's, which picks the LM-head path (trl_head.loss_path); DPO's names its objective
@@ -529,6 +531,9 @@ def from_axolotl(f: _File) -> dict:
         out["loss_kernel"] = "chunked"
     elif f.get("liger_fused_linear_cross_entropy") is True:
         out["loss_kernel"] = "liger"
+    if f.get("liger_rms_norm") is True and f.get("liger_glu_activation") is True:
+        # axolotl's LigerPlugin patches each kernel only when its own flag is set
+        out["layer_kernels"] = "liger"
     bf16, fp16 = f.get("bf16", default="auto"), f.get("fp16") is True
     precision = "bf16" if bf16 is True or (bf16 == "auto" and not fp16) else ("fp16" if fp16 else "fp32")
     if bf16 == "auto" and not fp16:
@@ -625,7 +630,8 @@ def from_openrlhf(f: _File) -> dict:
     if f.get("ds.load_in_4bit", "load_in_4bit") is True:
         out["quantization"] = "4bit"
     if f.get("ds.use_liger_kernel", "use_liger_kernel") is True:
-        out["loss_kernel"] = "liger"
+        # AutoLigerKernelForCausalLM: every kernel of the model type at its default (on)
+        out["loss_kernel"], out["layer_kernels"] = "liger", "liger"
     targets = f.names("ds.lora.target_modules", "target_modules")
     if targets:
         out["lora_target"] = ",".join(targets)

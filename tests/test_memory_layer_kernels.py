@@ -1,4 +1,5 @@
-"""Unsloth's own LoRA layers in the activation model (Setup.layer_kernels = "unsloth").
+"""Layer kernels in the activation model (Setup.layer_kernels): Unsloth's own LoRA layers and
+Liger-Kernel's RMSNorm / SwiGLU functions.
 
 What the model claims, read in unslothai/unsloth at 7e1c6a6 (2024-04-03; the same autograd
 functions are in the 2026 snapshot): patch_peft_model (unsloth/models/llama.py lines 1545-1603)
@@ -10,6 +11,13 @@ lines 59-79, swiglu.py _DWf_DW_dfg_kernel writes the gradients over e and g); Lo
 only; LoRA_W saves (A, B, X) with X the attention output. Fast_RMS_Layernorm keeps its input and
 the fp32 inverse RMS. Unsloth's kernels need CUDA (Triton), so the numbers below are the source's
 saved-tensor lists counted by hand, not traced.
+
+Liger (linkedin/Liger-Kernel 7e0f459, src/liger_kernel/ops): LigerRMSNormFunction.forward saves
+(X, W, RSTD), the input in its own dtype and one fp32 inverse RMS per row; LigerSiLUMulFunction
+saves (a, b) and its backward writes the gradients over them; the RoPE function rotates q and k in
+place. transformers' Trainer use_liger_kernel, LLaMA-Factory enable_liger_kernel and OpenRLHF's
+AutoLigerKernelForCausalLM leave rms_norm and swiglu at their defaults (on); axolotl patches each
+kernel only when its own flag is set.
 """
 from __future__ import annotations
 
@@ -81,7 +89,7 @@ def test_full_fine_tuning_and_unknown_values_are_refused():
     with pytest.raises(ValueError, match="layer_kernels unsloth needs LoRA"):
         estimate(Setup(model="Llama-3-8B", layer_kernels="unsloth"))
     with pytest.raises(ValueError, match="layer_kernels must be one of"):
-        estimate(Setup(model="Llama-3-8B", lora_rank=8, layer_kernels="liger"))
+        estimate(Setup(model="Llama-3-8B", lora_rank=8, layer_kernels="flash"))
     assert parse_sets(["layer_kernels=unsloth"]) == {"layer_kernels": "unsloth"}
 
 
@@ -100,3 +108,35 @@ def test_llamafactory_use_unsloth_runs_unsloths_lora_layers(tmp_path):
 def test_a_bad_value_in_set_is_one_clear_error():
     with pytest.raises((UserError, ValueError)):
         estimate(Setup(**{"model": "Llama-3-8B", "lora_rank": 8, **parse_sets(["layer_kernels=fast"])}))
+
+
+def test_liger_norms_and_swiglu_keep_the_source_saved_tensors():
+    q = model("Qwen2.5-7B")
+    h, i = 3584, 18944
+    def full(kernels):
+        return layer_bytes_per_token(q, 2, 0, ALL, True, "flash_attention_2", 4096, True, False, (0, 0), kernels)
+    # full fine-tuning: each norm drops the fp32 input copy and the normalised input (X and RSTD
+    # suffice for dW), the MLP drops silu(gate)
+    assert full("hf") - full("liger") == 2 * ((4 * h + 2 * h) - 2 * h) + 2 * i
+    # LoRA: each norm keeps a 2-byte instead of a 4-byte input, the MLP one i-wide tensor less
+    assert _per_token(q, "hf") - _per_token(q, "liger") == 2 * (4 * h - 2 * h) + 2 * i
+    hf = activations(q, 4096, 1, 2, gradient_checkpointing=True)
+    li = activations(q, 4096, 1, 2, gradient_checkpointing=True, layer_kernels="liger")
+    assert hf.layer_backward_transient - li.layer_backward_transient == 2 * 2 * i * 4096
+
+
+def test_the_liger_switches_of_each_framework(tmp_path):
+    def read_one(name, text):
+        p = tmp_path / name
+        p.write_text(text)
+        return read([str(p)])[1]
+    lf = "model_name_or_path: Qwen/Qwen2.5-7B-Instruct\nstage: sft\nfinetuning_type: full\n"
+    assert read_one("lf.yaml", lf + "enable_liger_kernel: true\n")["layer_kernels"] == "liger"
+    assert "layer_kernels" not in read_one("lf.yaml", lf)
+    trl = "model_name_or_path: Qwen/Qwen2.5-7B-Instruct\nmax_length: 1024\n"
+    assert read_one("sft.yaml", trl + "use_liger_kernel: true\n")["layer_kernels"] == "liger"
+    ax = "base_model: Qwen/Qwen2.5-7B-Instruct\nsequence_len: 2048\nmicro_batch_size: 1\n"
+    both = "plugins:\n  - axolotl.integrations.liger.LigerPlugin\nliger_rms_norm: true\nliger_glu_activation: true\n"
+    assert read_one("axolotl.yaml", ax + both)["layer_kernels"] == "liger"
+    only_norm = "plugins:\n  - axolotl.integrations.liger.LigerPlugin\nliger_rms_norm: true\n"
+    assert "layer_kernels" not in read_one("axolotl.yaml", ax + only_norm)

@@ -140,3 +140,14 @@ def test_the_liger_switches_of_each_framework(tmp_path):
     assert read_one("axolotl.yaml", ax + both)["layer_kernels"] == "liger"
     only_norm = "plugins:\n  - axolotl.integrations.liger.LigerPlugin\nliger_rms_norm: true\n"
     assert "layer_kernels" not in read_one("axolotl.yaml", ax + only_norm)
+
+
+def test_unsloths_forward_builds_no_causal_mask():
+    """LlamaModel_fast_forward (llama.py line 590 at 7e1c6a6) sets attention_mask = None in
+    training; xformers gets a lazy LowerTriangularMask, FA2 and SDPA causal flags. The HF
+    checkpointed layers' b*s*s bool mask is therefore not there."""
+    s = 65536
+    kw = dict(lora_rank=16, gradient_checkpointing=True, checkpoint_offload=True, attn_implementation="sdpa")
+    hf = activations(LLAMA, s, 1, 2, **kw)
+    un = activations(LLAMA, s, 1, 2, layer_kernels="unsloth", **kw)
+    assert hf.saved_layers - un.saved_layers == s * s

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rendered by ftrecipes from llama8b-lora-fsdp2-4090x2@1.0.7; edit the recipe, not this file.
+# Rendered by ftrecipes from llama8b-lora-fsdp2-4090x2@1.0.8; edit the recipe, not this file.
 # LoRA SFT on 2 24 GB cards: accelerate starts 2 processes and shards the frozen base with FSDP2.
 # Run from the folder holding fsdp2.yaml and sft.yaml; dataset_dir (data) is relative to it.
 set -euo pipefail

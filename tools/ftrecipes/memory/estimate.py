@@ -118,8 +118,9 @@ class Setup:
                                        # unpacked data); false: packed or padded to seq_len
     checkpoint_offload: bool = False   # gradient checkpointing that parks each layer's input in host
                                        # RAM (Unsloth's "unsloth" mode, LLaMA-Factory use_unsloth_gc)
-    layer_kernels: str = "hf"          # hf | unsloth: what runs the LoRA layers (Unsloth's own autograd
-                                       # functions keep less for backward, activations.unsloth_layer_bytes)
+    layer_kernels: str = "hf"          # hf | unsloth | liger: what runs the norms, MLP activation and LoRA
+                                       # layers (Unsloth's and Liger's own autograd functions keep less for
+                                       # backward; activations.LAYER_KERNELS)
     optimizer_in_backward: bool = False  # each parameter stepped and its gradient freed as soon as it
                                          # is accumulated (torchtune optimizer_in_bwd)
     transformers_version: str = ""     # e.g. "4.40.2"; "": a current release (model_states.ROPE_TABLES_UNTIL)

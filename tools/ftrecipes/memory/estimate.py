@@ -79,7 +79,8 @@ class Setup:
     lora_dropout: float = 0.0          # PEFT's LoRA dropout probability (its default: 0, no dropout)
     method: str = "sft"                # sft | dpo | grpo
     framework: str = "deepspeed"       # deepspeed | ddp | fsdp | fsdp2 | torch (one process, no wrapper)
-    trainer: str = ""                  # trl | llamafactory | openrlhf | accelerate | axolotl | torchtune (trainer quirks)
+    trainer: str = ""                  # hf | trl | llamafactory | openrlhf | accelerate | axolotl | torchtune | swift |
+                                       # deepspeed: whose quirks apply (model_states.TRAINERS; "": none in particular)
     adapter_fp32: bool | None = None   # LoRA adapter weights in fp32 (PEFT default); None: fp32
                                        # unless DeepSpeed casts the module to the compute dtype
     ds: dict = field(default_factory=dict)  # DeepSpeed bucket / live-parameter settings

@@ -7,6 +7,7 @@ import math
 
 from . import configs
 from ..errors import UserError, printable
+from .activations import ATTN_IMPLEMENTATIONS
 from .estimate import Setup
 from .inputs import run
 from .model_states import zero_paper_model_states
@@ -98,7 +99,8 @@ def _add_estimate(sp):
     p.add_argument("--lora-rank", type=count(0))
     p.add_argument("--lora-target", type=lora_target)
     p.add_argument("--method", choices=["sft", "dpo", "grpo"])
-    p.add_argument("--attn-implementation", choices=["flash_attention_2", "sdpa", "eager", "sdpa-math"])
+    # sdpa-cpu is the path the CPU traces run, not a setting of a GPU run
+    p.add_argument("--attn-implementation", choices=[a for a in ATTN_IMPLEMENTATIONS if a != "sdpa-cpu"])
     p.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3])
     p.add_argument("--precision", choices=["bf16", "fp16", "fp32"])
     p.add_argument("--offload-optimizer", choices=["none", "cpu", "nvme"])

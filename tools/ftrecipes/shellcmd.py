@@ -222,13 +222,23 @@ def _single(value, default):
     return value[0][0] if value and len(value[0]) == 1 else default
 
 
+def assigned(cmd) -> list:
+    """(name, value) pairs an assignment-only command (`A=1 B="x y"`, `export A=1`) sets."""
+    if cmd.words and cmd.words[0] in ("export", "declare", "local", "readonly"):
+        return [w.split("=", 1) for w in cmd.words[1:] if _ASSIGN.match(w)]
+    return [] if cmd.words else list(cmd.env.items())
+
+
+def exported(cmd) -> dict:
+    """What an `export A=1` command puts in the environment of the commands after it (a bare
+    `A=1` stays a shell variable, which a launched program does not see)."""
+    return dict(assigned(cmd)) if cmd.words[:1] == ["export"] else {}
+
+
 def _remember(cmd, variables):
     """Record the variables an assignment-only command (`A=1 B="x y"`, `export A=1`) sets."""
-    if cmd.words and cmd.words[0] in ("export", "declare", "local", "readonly"):
-        pairs = [w.split("=", 1) for w in cmd.words[1:] if _ASSIGN.match(w)]
-    elif not cmd.words:
-        pairs = list(cmd.env.items())
-    else:
+    pairs = assigned(cmd)
+    if not pairs:
         return
     for name, value in pairs:
         try:

@@ -52,7 +52,7 @@ MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "l
                "adapter_fp32", "trainer", "load_dtype", "sync_each_batch", "checkpoint_reentrant",
                "varying_lengths", "checkpoint_offload", "optimizer_in_backward", "adam_impl", "mixed_precision",
                "accelerate_version", "trl_version", "transformers_version", "loss_type", "lora_dropout",
-               "torchao_version", "use_orig_params", "bitsandbytes_version", "layer_kernels")
+               "torchao_version", "use_orig_params", "bitsandbytes_version", "layer_kernels", "expandable_segments")
 
 
 _MAX_INT = 2**31 - 1  # the largest count the CLI's own flags take
@@ -850,22 +850,59 @@ def _llamafactory_gpus(env: dict):
     return {"gpus": int(n) * int(nodes), "nodes": int(nodes)}
 
 
+def _env_on(env: dict, name: str, default: str = "0") -> bool:
+    """LLaMA-Factory's is_env_enabled (extras/misc.py): the value lowered is true, y or 1."""
+    return str(env.get(name, default)).lower() in ("true", "y", "1")
+
+
+def _expandable_segments(env: dict):
+    """What PYTORCH_ALLOC_CONF (torch >= 2.9) or else PYTORCH_CUDA_ALLOC_CONF says of
+    expandable_segments: True, False, or None when neither names it. torch's parser takes the
+    words between ',' and ':' and accepts only "True" and "False" (CUDAAllocatorConfig)."""
+    conf = env.get("PYTORCH_ALLOC_CONF") or env.get("PYTORCH_CUDA_ALLOC_CONF")
+    if not conf:
+        return None
+    words = re.split(r"[,:\[\]]", str(conf))
+    for key, value in zip(words, words[1:]):
+        if key.strip() == "expandable_segments":
+            return value.strip() == "True"
+    return None
+
+
+def _launch_env(cfg) -> dict:
+    """The environment of a launch script's commands: what it exports and what a command sets
+    for itself, later assignments winning."""
+    from ..shellcmd import exported
+
+    env: dict = {}
+    for cmd in cfg.commands:
+        env.update(exported(cmd), **cmd.env)
+    return env
+
+
 def _llamafactory_launch(cfg, out: dict) -> dict:
     """LLaMA-Factory training commands of a launch script: `llamafactory-cli train --flags` read
     as the YAML the flags stand for; the key=value words after a config file kept for that file
     (read() merges them over it: {config path: (launch, data, lines)})."""
     from .. import lint
 
+    from ..shellcmd import exported
+
     overrides, env = {}, {}
     for cmd in cfg.commands:
-        if not cmd.words:  # `export CUDA_VISIBLE_DEVICES=0,1` on a line of its own
-            env.update(cmd.env)
+        # `export CUDA_VISIBLE_DEVICES=0,1` (or a bare assignment) on a line of its own
+        env.update(exported(cmd) if cmd.words else cmd.env)
         found = _llamafactory_args(cfg, cmd)
         if found is None:
             continue
         name, data, lines = found
         if _program(cmd.words) in _LF_CLI:
             out.update(_llamafactory_gpus({**env, **cmd.env}))
+            here = {**env, **cmd.env}
+            if _env_on(here, "FORCE_TORCHRUN") or out.get("gpus", 1) > 1:
+                # llamafactory-cli >= 0.9.3 (cli.py, 7c61b3510) starts torchrun with
+                # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, over the user's own, unless OPTIM_TORCH=0
+                out["expandable_segments"] = _env_on(here, "OPTIM_TORCH", "1") or _expandable_segments(here)
         if name is None:
             f = _File(cfg, data, lines)
             out.update(from_llamafactory(f), _unknown_model=f.unknown_model)
@@ -1096,6 +1133,7 @@ def read(paths_or_configs, framework_versions=None) -> tuple[dict, dict]:
             if explicit:
                 _launch_trains(cfg)
             found = from_launch(cfg, {"trl": trl} if trl else None)
+            found["expandable_segments"] = _expandable_segments(_launch_env(cfg))
             overrides.update(_llamafactory_launch(cfg, found))
             mixed.append(("launch", found.pop("mixed_precision", None)))  # `llamafactory-cli train --bf16`
             unknown = unknown or found.pop("_unknown_model", None)

@@ -134,6 +134,9 @@ class Setup:
                                        # decides what its layers keep for backward (activations.bnb_kept_input_bytes)
     use_orig_params: bool | None = None  # FSDP1's use_orig_params (None: the trainer's default; False forces
                                          # LoRA adapters into FSDP units of their own, model_states.adapters_wrapped_apart)
+    expandable_segments: bool = False  # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (set by the user, by
+                                       # `import unsloth`, by llamafactory-cli >= 0.9.3's torchrun launch):
+                                       # the allocator can hand back the free pages of partly used segments
 
     def shape(self):
         return catalog.model(self.model) if self.model else None
@@ -179,6 +182,9 @@ class Result:
     # the card's figure had the allocator kept every cached block: above the card, the run fits
     # only because PyTorch frees its cache and retries a failed cudaMalloc (slow, and fragile)
     gpu_demand_bytes: float = 0.0
+    # what the verdict is about: the card's figure less the cached blocks PyTorch hands back and
+    # retries with before it raises OOM (equal to gpu_card_bytes when there are none)
+    gpu_needed_bytes: float = 0.0
 
     def to_json(self) -> dict:
         return {
@@ -188,7 +194,7 @@ class Result:
             "gpu_allocated_bytes": round(self.gpu_allocated_bytes),
             "gpu_reserved_bytes": round(self.gpu_reserved_bytes),
             "cuda_context_bytes": round(self.cuda_context_bytes), "gpu_card_bytes": round(self.gpu_card_bytes),
-            "gpu_demand_bytes": round(self.gpu_demand_bytes),
+            "gpu_demand_bytes": round(self.gpu_demand_bytes), "gpu_needed_bytes": round(self.gpu_needed_bytes),
             "host_peak_bytes": round(self.host_peak_bytes), "verdict": self.verdict,
             "host_verdict": self.host_verdict,
             "phases": [{"name": p.name, "total_bytes": round(p.total_bytes),
@@ -723,7 +729,17 @@ def _reserved(c: _Plan, gpu_peak: float, at: Phase, setup: Phase, step: Phase) -
     # a size set by its token count
     logits = c.act.forward_transient + c.act.backward_loss_transient + c.output_copy if c.act else 0.0
     reclaimable = ALLOCATOR_VARYING * logits if c.s.varying_lengths else 0.0
-    reserved = allocated + ALLOCATOR_FIXED + ALLOCATOR_SLACK * churn + reclaimable
+    fragmented = ALLOCATOR_SLACK * churn
+    reserved = allocated + ALLOCATOR_FIXED + fragmented + reclaimable
+    if c.s.expandable_segments:
+        # Before it raises OOM the allocator runs release_cached_blocks; without expandable
+        # segments that frees only segments with nothing live in them, so the free pieces between
+        # live blocks still count. With them release_blocks unmaps the whole pages of every free
+        # block, split or not (c10/cuda/CUDACachingAllocator.cpp, DeviceCachingAllocator::
+        # release_blocks and unmap_block), and the pages are mapped again where the allocation
+        # needs them: the fragmented part is still in max_memory_reserved and nvidia-smi, but
+        # no longer in what the run needs.
+        reclaimable += fragmented
     recast = _step_recast(c)
     if recast:
         # from the second step on the allocator holds a second fp32 cast block beside the step's
@@ -814,14 +830,17 @@ def estimate(s: Setup) -> Result:
     if card["gpu_demand_bytes"] > c.gpu.memory_bytes and card["gpu_card_bytes"] - reclaimable <= c.gpu.memory_bytes:
         c.notes.append(f"at the card's limit: with its cache kept the allocator would hold "
                        f"{card['gpu_demand_bytes'] / GiB:.1f} GiB of {c.gpu.memory_bytes / GiB:.1f}; the run fits only "
-                       "because PyTorch frees cached blocks and retries, and fragmentation can still end it "
-                       "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True grows segments instead of caching a "
-                       "block of every size: PyTorch's setting for steps whose sizes change)")
+                       "because PyTorch frees cached blocks and retries" + (
+                           ", which with expandable segments includes the free pages between live blocks"
+                           if s.expandable_segments else
+                           ", and fragmentation can still end it (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                           "lets it hand back the free pages between live blocks too)"))
     host, host_peak = _host(c)
     return Result(
         setup=s, gpu_name=c.gpu.name, gpu_bytes=c.gpu.memory_bytes, params=c.total, trainable_params=c.trainable,
         phases=phases, gpu_peak_bytes=gpu_peak, peak_phase=peak_name, host=host, host_peak_bytes=host_peak,
         verdict=verdict(card["gpu_card_bytes"] - reclaimable, c.gpu.memory_bytes),
+        gpu_needed_bytes=card["gpu_card_bytes"] - reclaimable,
         host_verdict=verdict(host_peak, s.host_ram_bytes) if s.host_ram_bytes else None, notes=c.notes,
         errors=c.errors, saved_activation_bytes=c.act.saved if c.act else 0.0, **card,
     )

@@ -209,6 +209,7 @@ def setup_from_values(values: dict, meta: dict) -> Setup:
         lora_dropout=float(v.get("lora_dropout") or 0.0), method=method, framework="deepspeed", trainer=(meta.get("framework") or "").lower(), vllm_mode=vllm_mode, vllm_gpus=vllm_gpus,
         vllm_gpu_memory_utilization=float(util) if util is not None else None,
         host_ram_bytes=int(float(meta["host_ram_gb"]) * 1024 ** 3) if meta.get("host_ram_gb") else None,
+        expandable_segments=bool(v.get("expandable_segments", False)),
     )
     if meta.get("deepspeed"):
         ds = setup_from_deepspeed(meta["deepspeed"]).ds

@@ -35,7 +35,10 @@ def render_text(r: Result) -> str:
                      + f"{_g(p.total_bytes):>10}")
     lines.append(f"peak ({r.peak_phase}): allocated {r.gpu_allocated_bytes / GiB:.1f} GiB, reserved "
                  f"{r.gpu_reserved_bytes / GiB:.1f} GiB; with CUDA context and other processes the card holds "
-                 f"{r.gpu_card_bytes / GiB:.1f} GiB of {r.gpu_bytes / GiB:.1f} GiB -> {r.verdict.upper()}")
+                 f"{r.gpu_card_bytes / GiB:.1f} GiB of {r.gpu_bytes / GiB:.1f} GiB"
+                 + (f", {r.gpu_needed_bytes / GiB:.1f} GiB once PyTorch hands back what it can of its cache"
+                    if r.gpu_card_bytes - r.gpu_needed_bytes >= 0.05 * GiB else "")
+                 + f" -> {r.verdict.upper()}")
     host = ", ".join(f"{k.replace('_', ' ')} {v / GiB:.1f}" for k, v in r.host.items() if v)
     lines.append(f"host RAM per node: peak {r.host_peak_bytes / GiB:.1f} GiB ({host})"
                  + (f" -> {r.host_verdict.upper()}" if r.host_verdict else ""))

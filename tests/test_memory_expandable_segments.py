@@ -106,3 +106,22 @@ def test_the_recipe_value_reaches_the_estimate():
     meta = {"model": "Qwen2.5-7B-Instruct", "gpu": "V100-32GB", "framework": "llamafactory", "method": "dpo"}
     assert setup_from_values({"expandable_segments": True}, meta).expandable_segments is True
     assert setup_from_values({}, meta).expandable_segments is False
+
+
+AXOLOTL = ("base_model: Qwen/Qwen2.5-7B\nsequence_len: 2048\nmicro_batch_size: 1\nadapter: lora\nlora_r: 16\n"
+           "lora_target_linear: true\ngradient_checkpointing: true\nbf16: true\n"
+           "datasets:\n  - path: d.jsonl\n    type: alpaca\n")
+
+
+@pytest.mark.parametrize("launch,expected", [
+    (None, True),  # `axolotl train` sets it when the variable is unset (cli/main.py, 8ddc18ec8)
+    ("axolotl train ax.yaml\n", True),
+    ("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False axolotl train ax.yaml\n", False),  # the user's value stays
+])
+def test_axolotl_train_sets_it_unless_the_user_did(tmp_path, launch, expected):
+    (tmp_path / "ax.yaml").write_text(AXOLOTL)
+    if launch is None:
+        s = setup_from_files([str(tmp_path / "ax.yaml")])[0]
+    else:
+        s = _setup(tmp_path, launch)
+    assert s.expandable_segments is expected

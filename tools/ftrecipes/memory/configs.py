@@ -506,7 +506,11 @@ def from_axolotl(f: _File) -> dict:
            "model": _model(f, "base_model"), "seq_len": f.int("sequence_len", default=512, minimum=1),
            "micro_batch": f.int("micro_batch_size", default=1, minimum=1),
            "grad_accum": f.int("gradient_accumulation_steps", default=1, minimum=1),
-           "optimizer": _optimizer(f, "optimizer"), "adam_impl": _adam_impl(f, "optimizer")}
+           "optimizer": _optimizer(f, "optimizer"), "adam_impl": _adam_impl(f, "optimizer"),
+           # `axolotl train` sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before CUDA
+           # starts unless the variable is set (cli/main.py set_pytorch_cuda_alloc_conf, from
+           # 8ddc18ec8 of 2024-12-17, torch >= 2.2); read() keeps a launch script's own value
+           "expandable_segments": True}
     ckpt = f.get("gradient_checkpointing", default=False)
     out["gradient_checkpointing"] = bool(ckpt)
     out["checkpoint_offload"] = str(ckpt).startswith("offload")
@@ -1128,6 +1132,8 @@ def read(paths_or_configs, framework_versions=None) -> tuple[dict, dict]:
                 # read before it says how the run is distributed (FSDP, DDP or one process)
                 found.pop("framework")
             kinds.add(cfg.kind)
+            if out.get("expandable_segments") is not None:
+                found.pop("expandable_segments", None)  # the launch's environment states it
             out.update({k: v for k, v in found.items() if v is not None})
         elif cfg.kind == "launch":
             if explicit:

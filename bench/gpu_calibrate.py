@@ -496,8 +496,20 @@ def estimate_phases(case: Case, env: dict, model_path: str | None) -> dict:
     release it names): per phase and overall, allocated / reserved / card.
     The CUDA context is left out of the allocator figures (torch does not count it) and kept
     in the card figure, which is what nvidia-smi would show."""
-    from ftrecipes.memory import Setup, estimate
+    from ftrecipes.memory import estimate
     from ftrecipes.memory.estimate import CUDA_CONTEXT
+
+    s = setup_for(case, env, model_path)
+    r = estimate(s)
+    card = estimate(replace(s, cuda_context_bytes=CUDA_CONTEXT)).gpu_card_bytes
+    return {"phases": {p.name: p.total_bytes for p in r.phases}, "peak": r.gpu_peak_bytes, "verdict": r.verdict,
+            "gpu_bytes": r.gpu_bytes, "allocated": r.gpu_allocated_bytes, "reserved": r.gpu_reserved_bytes,
+            "card": card}
+
+
+def setup_for(case: Case, env: dict, model_path: str | None):
+    """The estimate's Setup for the case as run, without the CUDA context (see estimate_phases)."""
+    from ftrecipes.memory import Setup
 
     # the loss is transformers' own whatever the trainer named (its defaults only fill the rest);
     # outside DeepSpeed the weights are loaded in the case's dtype and stepped by a for-loop AdamW
@@ -515,11 +527,7 @@ def estimate_phases(case: Case, env: dict, model_path: str | None) -> dict:
               adam_impl="single" if torch_engine and case.optimizer == "adamw" else "auto",
               cuda_context_bytes=0, grad_accum=case.grad_accum, varying_lengths=bool(case.lengths),
               ds=dict(case.zero))
-    r = estimate(s)
-    card = estimate(replace(s, cuda_context_bytes=CUDA_CONTEXT)).gpu_card_bytes
-    return {"phases": {p.name: p.total_bytes for p in r.phases}, "peak": r.gpu_peak_bytes, "verdict": r.verdict,
-            "gpu_bytes": r.gpu_bytes, "allocated": r.gpu_allocated_bytes, "reserved": r.gpu_reserved_bytes,
-            "card": card}
+    return s
 
 
 def model_path_for(case: Case, folder: str, tiny: bool) -> str | None:

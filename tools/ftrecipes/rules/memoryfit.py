@@ -47,17 +47,21 @@ def memory_fit(setup):
     j = r.to_json()
     gib = 1024**3
     what = f"{s.model}, {s.gpus} GPU{'s' if s.gpus > 1 else ''}, seq {s.seq_len}, micro batch {s.micro_batch}"
+    # the verdict's figure: the card's, less the cache PyTorch hands back before an OOM
+    needed = j["gpu_needed_bytes"]
+    cache = (f"; nvidia-smi would show {j['gpu_card_bytes'] / gib:.1f} with the cache PyTorch hands back before an OOM"
+             if j["gpu_card_bytes"] - needed >= 0.05 * gib else "")
     if j["verdict"] == "oom":
         fix = next((x["change"] for x in j.get("remedies") or [] if x.get("verdict") == "fits"), None)
         yield where, at, (
-            f"estimated {j['gpu_card_bytes'] / gib:.1f} GiB per GPU at the peak ({j['peak_phase']}: reserved "
-            f"{j['gpu_reserved_bytes'] / gib:.1f} GiB plus the CUDA context) exceeds {j['gpu_bytes'] / gib:.1f} GiB "
+            f"estimated {needed / gib:.1f} GiB per GPU at the peak ({j['peak_phase']}: reserved "
+            f"{j['gpu_reserved_bytes'] / gib:.1f} GiB plus the CUDA context{cache}) exceeds {j['gpu_bytes'] / gib:.1f} GiB "
             f"on {setup.options.gpu} ({what})" + (f"; cheapest fix: {fix}" if fix else "")
         )
     elif j["verdict"] == "tight":
         yield where, at, (
-            f"estimated {j['gpu_card_bytes'] / gib:.1f} of {j['gpu_bytes'] / gib:.1f} GiB per GPU at the peak on "
-            f"{setup.options.gpu}: under 10 % headroom ({what})"
+            f"estimated {needed / gib:.1f} of {j['gpu_bytes'] / gib:.1f} GiB per GPU at the peak on "
+            f"{setup.options.gpu}: under 10 % headroom ({what}{cache})"
         ), WARNING
 
 

@@ -125,3 +125,14 @@ def test_axolotl_train_sets_it_unless_the_user_did(tmp_path, launch, expected):
     else:
         s = _setup(tmp_path, launch)
     assert s.expandable_segments is expected
+
+
+def test_it_is_offered_as_the_free_remedy_where_the_cache_alone_puts_a_run_over():
+    from ftrecipes.memory.inputs import run
+
+    n = max(n for n in range(32768, 262145, 8192)
+            if estimate(replace(LONG, seq_len=n, expandable_segments=True)).verdict != "oom")
+    r = run(replace(LONG, seq_len=n))
+    [m] = [m for m in r.remedies if m["change"].startswith("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")]
+    assert m["verdict"] != "oom" and m["gpu_peak_bytes"] == round(r.gpu_peak_bytes)  # nothing else changes
+    assert not any("expandable" in m["change"] for m in run(replace(LONG, seq_len=n, expandable_segments=True)).remedies)

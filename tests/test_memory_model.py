@@ -93,7 +93,8 @@ def test_remedies_are_re_estimated_and_fitting_ones_come_first():
     verdicts = [m["verdict"] for m in r.remedies]
     assert verdicts == sorted(verdicts, key=["fits", "tight", "oom"].index)
     for m in r.remedies:
-        assert m["gpu_peak_bytes"] < r.gpu_peak_bytes
+        # each lowers the allocated peak, or what the card needs (expandable segments lower only that)
+        assert m["gpu_peak_bytes"] < r.gpu_peak_bytes or m["gpu_needed_bytes"] < r.gpu_needed_bytes
 
 
 def test_deepspeed_config_supplies_stage_offload_precision_and_flags_override():

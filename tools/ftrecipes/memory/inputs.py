@@ -243,7 +243,7 @@ def estimate_from_values(values: dict, meta: dict, allowed=None) -> Result:
 _REMEDY_VALUES = {"zero_stage": "zero_stage", "offload_optimizer": "offload_optimizer",
                   "offload_param": "offload_param", "gradient_checkpointing": "gradient_checkpointing",
                   "micro_batch": "micro_batch_size", "grad_accum": "grad_accum", "lora_rank": "lora_rank",
-                  "lora_target": "lora_target"}
+                  "lora_target": "lora_target", "expandable_segments": "expandable_segments"}
 
 
 def values_after(values: dict, before: Setup, after: Setup) -> dict:

@@ -1,6 +1,8 @@
 """Cheapest changes that make an estimate fit, each re-estimated (never guessed).
 
 The cost order is a judgement about what a change costs the user, cheapest first:
+  0. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the same run, with the free pages between
+     live blocks handed back before an OOM (estimate._reserved); nothing else changes;
   0. under FSDP2 with an accelerate release that casts the whole model to fp32: no mixed
      precision with bf16 weights (what llama8b-lora-fsdp2-4090x2 does), or accelerate >= 1.14;
   1. fewer tokens per micro batch with the same global batch (raise grad_accum): same math, a bit
@@ -24,6 +26,8 @@ from .model_states import fsdp_upcast
 
 def _candidates(s: Setup):
     c = []
+    if not s.expandable_segments:
+        c.append((0, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", replace(s, expandable_segments=True)))
     if fsdp_upcast(s) == "all":
         c.append((0, "mixed_precision no with bf16 weights (LLaMA-Factory: pure_bf16, bf16 false): accelerate "
                      "casts nothing to fp32", replace(s, mixed_precision="no", master_weights=False)))
@@ -76,6 +80,13 @@ def remedies(s: Setup, current_peak: float, limit: int = 8, allowed=None) -> lis
     """
     out = []
     singles = []
+    # what the card needs (the verdict's figure): a change may lower it without lowering the
+    # allocated peak (expandable segments)
+    current_needed = estimate(s).gpu_needed_bytes
+
+    def lowers(r):
+        return (r.gpu_peak_bytes < current_peak or r.gpu_needed_bytes < current_needed) and not r.errors
+
     for cost, change, s2 in _candidates(s):
         if allowed is not None and not allowed(s2):
             continue
@@ -84,7 +95,7 @@ def remedies(s: Setup, current_peak: float, limit: int = 8, allowed=None) -> lis
         except (ValueError, KeyError):
             continue
         # a change the run would fail with (Result.errors) is no remedy, whatever it saves
-        if r.gpu_peak_bytes < current_peak and not r.errors:
+        if lowers(r):
             singles.append((cost, change, s2, r))
     if not any(r.verdict != "oom" for *_x, r in singles):
         for i, (c1, ch1, s1, _r1) in enumerate(singles):
@@ -97,7 +108,7 @@ def remedies(s: Setup, current_peak: float, limit: int = 8, allowed=None) -> lis
                         if allowed is not None and not allowed(sx):
                             break
                         r = estimate(sx)
-                        if r.gpu_peak_bytes < current_peak and not r.errors:
+                        if lowers(r):
                             singles.append((max(c1, c2) + 0.5, f"{ch1} and {chx}", sx, r))
                         break
     order = {"fits": 0, "tight": 1, "oom": 2}
@@ -108,6 +119,7 @@ def remedies(s: Setup, current_peak: float, limit: int = 8, allowed=None) -> lis
             continue
         seen.add(change)
         out.append({"change": change, "gpu_peak_bytes": round(r.gpu_peak_bytes),
-                    "gpu_card_bytes": round(r.gpu_card_bytes), "verdict": r.verdict,
+                    "gpu_card_bytes": round(r.gpu_card_bytes), "gpu_needed_bytes": round(r.gpu_needed_bytes),
+                    "verdict": r.verdict,
                     "host_peak_bytes": round(r.host_peak_bytes), "cost_rank": cost})
     return out[:limit]

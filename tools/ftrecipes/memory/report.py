@@ -49,7 +49,10 @@ def render_text(r: Result) -> str:
     if r.remedies:
         lines.append("remedies (cheapest first):")
         for m in r.remedies:
-            lines.append(f"  - {m['change']}: card {m['gpu_card_bytes'] / GiB:.1f} GiB -> {m['verdict']}")
+            cache = m["gpu_card_bytes"] - m["gpu_needed_bytes"] >= 0.05 * GiB
+            lines.append(f"  - {m['change']}: card {m['gpu_card_bytes'] / GiB:.1f} GiB"
+                         + (f", {m['gpu_needed_bytes'] / GiB:.1f} once the cache is handed back" if cache else "")
+                         + f" -> {m['verdict']}")
     return "\n".join(lines)
 
 

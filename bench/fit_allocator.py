@@ -233,7 +233,6 @@ def gpu_runs(folder: str) -> list[tuple]:
     return runs
 
 
-
 def gpu_fit(runs: list[tuple]) -> tuple[tuple, list, float]:
     """ALLOCATOR_FIXED, ALLOCATOR_SLACK, ALLOCATOR_SAVED and ALLOCATOR_VARYING from our own GPU
     runs: max_memory_reserved of each run whose estimated allocated peak is within GPU_ALLOCATED
@@ -249,27 +248,22 @@ def gpu_fit(runs: list[tuple]) -> tuple[tuple, list, float]:
     return best[1], kept, best[0]
 
 
-
 def set_constants(fixed_gib: float, slack: float, saved: float, varying: float) -> None:
     est.ALLOCATOR_FIXED, est.ALLOCATOR_SLACK = fixed_gib * GiB, slack
     est.ALLOCATOR_SAVED, est.ALLOCATOR_VARYING = saved, varying
 
 
-
-def gpu_table(kept: list, before: tuple, point: tuple) -> str:
+def gpu_table(kept: list, in_use: tuple, point: tuple) -> str:
     lines = ["| GPU run | measured reserved GiB | constants in use | GPU runs' constants |", "|---|---:|---:|---:|"]
     for name, s, _alloc, reserved in kept:
         cells = []
-        for constants in (before[:4], point):
+        for constants in (in_use, point):
             set_constants(*constants)
             e = est.estimate(s).gpu_reserved_bytes
             cells.append(f"{e / GiB:.2f} ({100 * (e - reserved) / reserved:+.1f} %)")
         lines.append(f"| {name} | {reserved / GiB:.2f} | {cells[0]} | {cells[1]} |")
     set_constants(*point)
     return "\n".join(lines) + "\n"
-
-
-
 
 
 if __name__ == "__main__":

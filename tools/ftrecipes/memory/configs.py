@@ -889,7 +889,6 @@ def _llamafactory_launch(cfg, out: dict) -> dict:
     as the YAML the flags stand for; the key=value words after a config file kept for that file
     (read() merges them over it: {config path: (launch, data, lines)})."""
     from .. import lint
-
     from ..shellcmd import exported
 
     overrides, env = {}, {}
@@ -901,8 +900,8 @@ def _llamafactory_launch(cfg, out: dict) -> dict:
             continue
         name, data, lines = found
         if _program(cmd.words) in _LF_CLI:
-            out.update(_llamafactory_gpus({**env, **cmd.env}))
             here = {**env, **cmd.env}
+            out.update(_llamafactory_gpus(here))
             if _env_on(here, "FORCE_TORCHRUN") or out.get("gpus", 1) > 1:
                 # llamafactory-cli >= 0.9.3 (cli.py, 7c61b3510) starts torchrun with
                 # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, over the user's own, unless OPTIM_TORCH=0

@@ -24,6 +24,12 @@ def exit_status(r) -> int:
     return {"fits": 0, "tight": 0, "oom": 3}[r.verdict]
 
 
+def cache_handed_back(card: float, needed: float) -> bool:
+    """Whether the card's figure and the verdict's differ enough to show both (0.05 GiB: what
+    one decimal of GiB shows)."""
+    return card - needed >= 0.05 * GiB
+
+
 def render_text(r: Result) -> str:
     used = [c for c in CATEGORIES if any(p.by_category.get(c, 0) for p in r.phases)]
     lines = [(f"GPU {r.gpu_name} ({r.gpu_bytes / GiB:.1f} GiB), {r.params:,} parameters "
@@ -37,7 +43,7 @@ def render_text(r: Result) -> str:
                  f"{r.gpu_reserved_bytes / GiB:.1f} GiB; with CUDA context and other processes the card holds "
                  f"{r.gpu_card_bytes / GiB:.1f} GiB of {r.gpu_bytes / GiB:.1f} GiB"
                  + (f", {r.gpu_needed_bytes / GiB:.1f} GiB once PyTorch hands back what it can of its cache"
-                    if r.gpu_card_bytes - r.gpu_needed_bytes >= 0.05 * GiB else "")
+                    if cache_handed_back(r.gpu_card_bytes, r.gpu_needed_bytes) else "")
                  + f" -> {r.verdict.upper()}")
     host = ", ".join(f"{k.replace('_', ' ')} {v / GiB:.1f}" for k, v in r.host.items() if v)
     lines.append(f"host RAM per node: peak {r.host_peak_bytes / GiB:.1f} GiB ({host})"
@@ -49,7 +55,7 @@ def render_text(r: Result) -> str:
     if r.remedies:
         lines.append("remedies (cheapest first):")
         for m in r.remedies:
-            cache = m["gpu_card_bytes"] - m["gpu_needed_bytes"] >= 0.05 * GiB
+            cache = cache_handed_back(m["gpu_card_bytes"], m["gpu_needed_bytes"])
             lines.append(f"  - {m['change']}: card {m['gpu_card_bytes'] / GiB:.1f} GiB"
                          + (f", {m['gpu_needed_bytes'] / GiB:.1f} once the cache is handed back" if cache else "")
                          + f" -> {m['verdict']}")

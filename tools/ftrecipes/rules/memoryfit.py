@@ -23,6 +23,7 @@ def memory_fit(setup):
         return
     from ..memory import configs
     from ..memory.inputs import run
+    from ..memory.report import cache_handed_back
 
     files = [c for c in setup.configs if c.kind in configs.KINDS]
     if any(c.kind == "llamafactory" and isinstance(c.data, dict) and c.data.get("do_train") is not True for c in files):
@@ -50,7 +51,7 @@ def memory_fit(setup):
     # the verdict's figure: the card's, less the cache PyTorch hands back before an OOM
     needed = j["gpu_needed_bytes"]
     cache = (f"; nvidia-smi would show {j['gpu_card_bytes'] / gib:.1f} with the cache PyTorch hands back before an OOM"
-             if j["gpu_card_bytes"] - needed >= 0.05 * gib else "")
+             if cache_handed_back(j["gpu_card_bytes"], needed) else "")
     if j["verdict"] == "oom":
         fix = next((x["change"] for x in j.get("remedies") or [] if x.get("verdict") == "fits"), None)
         yield where, at, (

@@ -136,3 +136,12 @@ def test_it_is_offered_as_the_free_remedy_where_the_cache_alone_puts_a_run_over(
     [m] = [m for m in r.remedies if m["change"].startswith("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")]
     assert m["verdict"] != "oom" and m["gpu_peak_bytes"] == round(r.gpu_peak_bytes)  # nothing else changes
     assert not any("expandable" in m["change"] for m in run(replace(LONG, seq_len=n, expandable_segments=True)).remedies)
+
+
+def test_the_text_report_shows_the_verdicts_figure_beside_the_cards():
+    from ftrecipes.memory.report import render_text
+
+    on, off = estimate(replace(LONG, expandable_segments=True)), estimate(LONG)
+    peak_on = next(l for l in render_text(on).splitlines() if l.startswith("peak"))
+    assert f"{on.gpu_needed_bytes / GiB:.1f} GiB once PyTorch hands back" in peak_on
+    assert "hands back" not in next(l for l in render_text(off).splitlines() if l.startswith("peak"))

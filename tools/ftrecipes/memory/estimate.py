@@ -47,6 +47,10 @@ ALLOCATOR_VARYING = 1.80
 # constants those runs give flag fewer of the published train split's reported OOMs, so the
 # published fit, which counted them in full, stays (bench/fit_allocator_gpu.md).
 ALLOCATOR_SAVED = 1.0
+# Under expandable segments, the share of the two cached parts above (fragmented and varying)
+# that reserved and nvidia-smi figures still show. Fitted on the train split's runs that used
+# them (bench/fit_allocator.py --expandable; output in bench/fit_allocator_expandable.md).
+ALLOCATOR_EXPANDABLE = 0.10
 # NCCL's own buffers (per peer and channel, NCCL_BUFFSIZE) are cudaMalloc'ed by NCCL, outside
 # torch's caching allocator: nvidia-smi shows them, max_memory_reserved does not, and a process
 # alone in its communicator has no peers. Fitted like the constants above.
@@ -741,16 +745,18 @@ def _reserved(c: _Plan, gpu_peak: float, at: Phase, setup: Phase, step: Phase) -
     logits = c.act.forward_transient + c.act.backward_loss_transient + c.output_copy if c.act else 0.0
     reclaimable = ALLOCATOR_VARYING * logits if c.s.varying_lengths else 0.0
     fragmented = ALLOCATOR_SLACK * churn
-    reserved = allocated + ALLOCATOR_FIXED + fragmented + reclaimable
     if c.s.expandable_segments:
         # Before it raises OOM the allocator runs release_cached_blocks; without expandable
         # segments that frees only segments with nothing live in them, so the free pieces between
         # live blocks still count. With them release_blocks unmaps the whole pages of every free
         # block, split or not (c10/cuda/CUDACachingAllocator.cpp, DeviceCachingAllocator::
         # release_blocks and unmap_block), and the pages are mapped again where the allocation
-        # needs them: the fragmented part is still in max_memory_reserved and nvidia-smi, but
-        # no longer in what the run needs.
-        reclaimable += fragmented
+        # needs them: the fragmented part no longer counts in what the run needs. What of it
+        # max_memory_reserved and nvidia-smi still show is smaller too, since a larger block
+        # extends the one segment instead of opening another (ALLOCATOR_EXPANDABLE).
+        reclaimable = ALLOCATOR_EXPANDABLE * (reclaimable + fragmented)
+        fragmented = 0.0
+    reserved = allocated + ALLOCATOR_FIXED + fragmented + reclaimable
     recast = _step_recast(c)
     if recast:
         # from the second step on the allocator holds a second fp32 cast block beside the step's

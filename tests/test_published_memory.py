@@ -25,7 +25,7 @@ SETUP_KEYS = {
     "freeze_vision_tower", "freeze_projector", "grad_accum", "checkpoint_reentrant", "trl_version", "load_dtype",
     "accelerate_version", "mixed_precision", "adapter_fp32", "torchao_version", "use_orig_params", "vllm_mode",
     "host_ram_bytes", "bitsandbytes_version", "sync_each_batch", "vllm_gpus", "vllm_gpu_memory_utilization",
-    "layer_kernels", "expandable_segments",
+    "layer_kernels", "expandable_segments", "kbit_prepared",
 }
 VALUES = {
     "precision": {"bf16", "fp16", "fp32"}, "zero_stage": {0, 1, 2, 3},
@@ -35,7 +35,7 @@ VALUES = {
     "attn_implementation": {"flash_attention_2", "sdpa", "eager", "sdpa-math"}, "layer_kernels": {"hf", "unsloth", "liger"},
     "optimizer": {"adamw", "adamw_8bit", "paged_adamw_8bit", "paged_adamw_32bit", "sgd", "adafactor"},
     "varying_lengths": {True, False}, "checkpoint_offload": {True, False}, "double_quant": {True, False},
-    "expandable_segments": {True, False},
+    "expandable_segments": {True, False}, "kbit_prepared": {True, False},
     "optimizer_in_backward": {True, False}, "freeze_vision_tower": {True, False}, "freeze_projector": {True, False},
     "adam_impl": {"foreach", "fused", "single"},
     "trainer": {"hf", "trl", "llamafactory", "openrlhf", "axolotl", "torchtune", "swift", "unsloth", "deepspeed",

@@ -211,7 +211,9 @@ class Activations:
 def layer_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tuple[str, ...],
                           input_requires_grad: bool = True, attn: str = "sdpa", seq_len: int = 0,
                           adapter_fp32: bool = True, lora_dropout: bool = False,
-                          quantized_keeps: tuple[int, int] = (0, 0), kernels: str = "hf") -> int:
+                          quantized_keeps: tuple[int, int] = (0, 0), kernels: str = "hf", stream: int = 0) -> int:
+    """stream: bytes per element of the hidden states outside attention (0: p; 4 where fp32 norms
+    make them fp32, model_states.kbit_prepared): the MLP's gate, up and product tensors."""
     h, i = shape.hidden_size, shape.intermediate_size
     lora = lora_rank > 0
     full = not lora
@@ -238,7 +240,7 @@ def layer_bytes_per_token(shape: ModelShape, p: int, lora_rank: int, targets: tu
         return gpt2_layer_bytes_per_token(shape, p, seq_len)
     total = norm(True, input_requires_grad) + norm(True, True) + attention_bytes_per_token(shape, p, attn, seq_len)
     # LigerSiLUMulFunction (and GEGLU) keeps gate and up outputs only, recomputing the activation
-    total += (2 if liger else 3) * p * i + (p * i if full else 0)
+    total += (2 if liger else 3) * (stream or p) * i + (p * i if full else 0)
     if lora:
         total += _adapter_bytes_per_token(shape, p, lora_rank, targets, adapter_fp32, lora_dropout)
         total += _quantized_base_inputs(shape, targets, input_requires_grad, not (adapter_fp32 or lora_dropout),
@@ -379,7 +381,7 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
                 checkpoint_offload: bool = False, head_weight_bytes: int = 0,
                 lora_dropout: bool = False, vision_frozen: tuple = (False, False),
                 transformers_loss: str | None = None, quantized_keeps: tuple[int, int] = (0, 0),
-                layer_kernels: str = "hf") -> Activations:
+                layer_kernels: str = "hf", stream_bytes: int = 0) -> Activations:
     """Activation memory for one micro batch; sequences_per_sample=2 for DPO's chosen+rejected.
     image_slices: image slices per sample run through shape.vision (their LLM tokens are part of
     seq_len already); vision_frozen: (tower, projector) frozen, which autograd then does not save
@@ -387,17 +389,22 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
     head_weight_bytes: bytes per element of a trained LM head (0: frozen), for TRL's fused head.
     transformers_loss: the transformers release whose own loss the model computes ("": a current
     one; None: the trainer computes the loss from the logits). quantized_keeps: what a bitsandbytes
-    base layer keeps per input element (bnb_kept_input_bytes). layer_kernels: LAYER_KERNELS."""
+    base layer keeps per input element (bnb_kept_input_bytes). layer_kernels: LAYER_KERNELS.
+    stream_bytes: bytes per element of the residual stream and the MLP's tensors (0: p; 4 after
+    PEFT's prepare_model_for_kbit_training, model_states.kbit_prepared). Attention's own tensors
+    stay p: autocast (or FlashAttention-2's cast) hands the kernel p-byte copies, and those are
+    what it keeps."""
     b = micro_batch * sequences_per_sample
     T = b * seq_len
     h, L = shape.hidden_size, shape.num_hidden_layers
     targets = lora_targets(lora_target, shape.model_type) if lora_rank else ALL_LINEAR
     attn = attn_implementation or "sdpa"
+    st = stream_bytes or p
     per_layer = layer_bytes_per_token(shape, p, lora_rank, targets, True, attn, seq_len, adapter_fp32, lora_dropout,
-                                      quantized_keeps, layer_kernels)
+                                      quantized_keeps, layer_kernels, st)
     # LoRA: the first layer's input comes from a frozen embedding, so its first norm keeps nothing
     first_layer = layer_bytes_per_token(shape, p, lora_rank, targets, not lora_rank, attn, seq_len, adapter_fp32,
-                                        lora_dropout, quantized_keeps, layer_kernels)
+                                        lora_dropout, quantized_keeps, layer_kernels, st)
     layer_saved = per_layer * T
     if gradient_checkpointing:
         # transformers checkpoints each decoder layer (torch.utils.checkpoint, non-reentrant):
@@ -414,7 +421,7 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
             # hidden_states.to("cpu") for backward and copies it back to the GPU only when that
             # layer is recomputed: one layer input on the GPU at a time.
             kept = min(kept, 1)
-        saved_layers = kept * p * h * T + mask
+        saved_layers = kept * st * h * T + mask
         recompute = layer_saved
     else:
         saved_layers = first_layer * T + (L - 1) * layer_saved
@@ -427,13 +434,13 @@ def activations(shape: ModelShape, seq_len: int, micro_batch: int, p: int, *, lo
     i = shape.intermediate_size
     # One layer's backward: the MLP gradients (d down-input, d product, d gate/up) are i-wide;
     # with a trainable MLP the weight gradients come on top (accounted for as gradients).
-    mlp_grads = 3 * p * i
+    mlp_grads = 3 * st * i
     if (layer_kernels == "unsloth" and lora_rank and unsloth_patched(shape, targets, lora_dropout)[2]) \
             or (layer_kernels == "liger" and not shape.gpt2):
         # Unsloth's LoRA_MLP.backward (swiglu.py _DWf_DW_dfg_kernel) and Liger's SwiGLU/GEGLU backward
         # write the gate and up gradients over the saved outputs: the down input's gradient is new
-        mlp_grads = p * i
-    layer_bwd = (mlp_grads + 2 * p * h) * T
+        mlp_grads = st * i
+    layer_bwd = (mlp_grads + 2 * st * h) * T
     if attn == "eager":
         # softmax backward: gradient of the probabilities (p) and of the fp32 scores (4), nh*s each
         layer_bwd += (4 + p) * shape.num_attention_heads * seq_len * T

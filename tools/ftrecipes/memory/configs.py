@@ -52,7 +52,8 @@ MEMORY_KEYS = ("quantization", "double_quant", "master_weights", "optimizer", "l
                "adapter_fp32", "trainer", "load_dtype", "sync_each_batch", "checkpoint_reentrant",
                "varying_lengths", "checkpoint_offload", "optimizer_in_backward", "adam_impl", "mixed_precision",
                "accelerate_version", "trl_version", "transformers_version", "loss_type", "lora_dropout",
-               "torchao_version", "use_orig_params", "bitsandbytes_version", "layer_kernels", "expandable_segments")
+               "torchao_version", "use_orig_params", "bitsandbytes_version", "layer_kernels", "expandable_segments",
+               "kbit_prepared")
 
 
 _MAX_INT = 2**31 - 1  # the largest count the CLI's own flags take

@@ -19,7 +19,7 @@ from .deepspeed_transients import (Transients, gathers_allocate, recompute_fails
 from .host import GiB, host_bytes
 from .model_states import (accelerate_native_amp, accumulated_grads, adapters_in_fp32, check_expressed,
                            checkpoint_reentrant, expressed_states, expressed_transients, hooks_inside_checkpoint,
-                           load_bytes, rope_table_bytes, stale_optimizer_copy, uses_master_weights,
+                           kbit_prepared, load_bytes, rope_table_bytes, stale_optimizer_copy, uses_master_weights,
                            zero_paper_model_states)
 
 PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -146,6 +146,10 @@ class Setup:
     expandable_segments: bool = False  # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (set by the user, by
                                        # `import unsloth`, by llamafactory-cli >= 0.9.3's torchrun launch):
                                        # the allocator can hand back the free pages of partly used segments
+    kbit_prepared: bool | None = None  # PEFT's prepare_model_for_kbit_training (prepare_model_for_int8_training from
+                                       # PEFT 0.3.0) ran on the bitsandbytes model: norms in fp32, so the hidden
+                                       # states between and inside the layers are fp32 (activations.activations'
+                                       # stream_bytes); None: as the trainer does it (model_states.kbit_prepared)
 
     def shape(self):
         return catalog.model(self.model) if self.model else None
@@ -442,7 +446,10 @@ def _buffers(c: _Plan) -> None:
                             lora_dropout=s.lora_dropout > 0,
                             transformers_loss=s.transformers_version if _model_computes_loss(s) else None,
                             quantized_keeps=bnb_kept_input_bytes(s.quantization, s.bitsandbytes_version, c.p),
-                            layer_kernels=s.layer_kernels)
+                            layer_kernels=s.layer_kernels, stream_bytes=4 if kbit_prepared(s) else 0)
+        if kbit_prepared(s):
+            c.notes.append("PEFT's prepare_model_for_kbit_training keeps the norms in fp32, so the hidden states "
+                           "and the MLP's tensors are fp32 (kbit_prepared)")
     else:
         c.notes.append("no architecture given (--params only): activations not modelled")
     largest_gather = 0  # elements ZeRO-3 must gather at once

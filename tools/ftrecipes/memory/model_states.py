@@ -538,6 +538,38 @@ def adapters_in_fp32(s) -> bool:
     return True
 
 
+# TRL releases whose trainers call PEFT's prepare_model_for_kbit_training on a bitsandbytes model
+# they wrap themselves (read in the release wheels: trl/trainer/sft_trainer.py from 0.4 (as
+# prepare_model_for_int8_training, for 8-bit and 4-bit alike) up to 0.25.x, trl/models/utils.py
+# prepare_peft_model for SFT and GRPO from 0.22.0 to 0.25.x; 0.26.0's SFTTrainer and GRPOTrainer
+# and 0.29.0's DPOTrainer call get_peft_model alone). (since, until): since <= release < until.
+_TRL_KBIT_PREPARE = {"sft": ("0.4.0", "0.26.0"), "dpo": ("0.0", "0.29.0"), "grpo": ("0.22.0", "0.26.0")}
+
+
+def kbit_prepared(s) -> bool:
+    """Did PEFT's prepare_model_for_kbit_training run? It casts every fp16/bf16 parameter that
+    bitsandbytes did not quantize (embeddings, norms, LM head) to fp32 (peft/utils/other.py from
+    PEFT 0.3.0); TRL's peft_module_casting_to_bf16 casts embeddings and head back but keeps the
+    norms fp32. A norm's `weight * x` with an fp32 weight is fp32, and bitsandbytes' Linear4bit and
+    MatMul8bitLt return their output in the input's dtype (`out.to(inp_dtype)`, bitsandbytes 0.39
+    nn/modules.py and autograd/_functions.py), so the residual stream and the MLP's i-wide tensors
+    are fp32 from the first norm on. Setup.kbit_prepared states it; otherwise only TRL's own
+    trainers decide, by release (_TRL_KBIT_PREPARE), for a model they wrap themselves: not an
+    Unsloth model (already a PeftModel) nor sharded QLoRA (FSDP, ZeRO-3), which they skip."""
+    from ..pep440 import parse
+    from .trl_head import TRL_DEFAULT, release
+
+    if s.quantization == "none" or not s.lora_rank:
+        return False
+    if s.kbit_prepared is not None:
+        return bool(s.kbit_prepared)
+    if s.trainer != "trl" or s.layer_kernels == "unsloth" or s.framework in ("fsdp", "fsdp2") \
+            or (s.framework == "deepspeed" and s.zero_stage == 3):
+        return False
+    since, until = _TRL_KBIT_PREPARE.get(s.method, ("0.0", "0.0"))
+    return parse(since) <= parse(release(s) or TRL_DEFAULT) < parse(until)
+
+
 def embedding_states_32bit(s) -> bool:
     """The Trainer gives the embedding 32-bit states under an 8-bit optimizer: a transformers
     release before EMBEDDING_32BIT_UNTIL, stated (unstated means a current one)."""

@@ -764,6 +764,18 @@ def _reserved(c: _Plan, gpu_peak: float, at: Phase, setup: Phase, step: Phase) -
         reclaimable = ALLOCATOR_EXPANDABLE * (reclaimable + fragmented)
         fragmented = 0.0
     reserved = allocated + ALLOCATOR_FIXED + fragmented + reclaimable
+    if c.deepspeed and c.stage == 3 and not c.s.zero3_init:
+        # DeepSpeedEngine moves the whole module to the GPU (_configure_distributed_model:
+        # module.to(device)) before ZeRO-3 partitions it parameter by parameter; the full
+        # parameters' blocks stay cached beside what training allocates (Giles Thomas'
+        # per-rank Llama-3-8B peaks, with and without expandable segments: reserved - active is
+        # about the model's bytes). Whether training splits them so that they cannot be released
+        # before an OOM is not settled by those runs, so, like setup's cache, the verdict leaves
+        # them out.
+        floor = allocated + c.xt["load"] + ALLOCATOR_FIXED
+        if floor > reserved:
+            reclaimable += floor - reserved
+            reserved = floor
     recast = _step_recast(c)
     if recast:
         # from the second step on the allocator holds a second fp32 cast block beside the step's

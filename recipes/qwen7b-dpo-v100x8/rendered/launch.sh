@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rendered by ftrecipes from qwen7b-dpo-v100x8@2.0.5; edit the recipe, not this file.
+# Rendered by ftrecipes from qwen7b-dpo-v100x8@2.0.6; edit the recipe, not this file.
 # LoRA DPO on 8 V100s: llamafactory-cli starts torchrun with 8 processes.
 # Run from the folder holding dpo.yaml and ds.json; dataset_dir (data) is relative to it.
 set -euo pipefail

@@ -84,3 +84,19 @@ def test_estimate_counts_it_and_says_so():
 
 def test_set_takes_it():
     assert parse_sets(["kbit_prepared=true"]) == {"kbit_prepared": True}
+
+
+def test_a_trl_config_is_prepared_under_the_trl_release_it_runs():
+    # alignment-handbook's zephyr QLoRA recipe (tests/corpus, cited in tests/corpus/SOURCES.yaml):
+    # load_in_4bit with a LoRA config, read as TRL's SFT
+    import os
+
+    from ftrecipes.memory.configs import setup_from_files
+
+    path = os.path.join(os.path.dirname(__file__), "corpus", "huggingface__alignment-handbook", "recipes",
+                        "zephyr-7b-beta", "sft", "config_qlora.yaml")
+    old = setup_from_files([path], framework_versions={"trl": "0.12.2"})[0]
+    new = setup_from_files([path], framework_versions={"trl": "1.16.0"})[0]
+    assert old.quantization == "4bit" and old.lora_rank and old.trainer == "trl"
+    assert kbit_prepared(old) and not kbit_prepared(new)
+    assert estimate(old).gpu_allocated_bytes > estimate(replace(old, kbit_prepared=False)).gpu_allocated_bytes

@@ -14,6 +14,8 @@ Facts read in the release wheels (not in the estimate's own code):
 """
 from __future__ import annotations
 
+import json
+import subprocess
 from dataclasses import replace
 
 import pytest
@@ -100,3 +102,97 @@ def test_a_trl_config_is_prepared_under_the_trl_release_it_runs():
     assert old.quantization == "4bit" and old.lora_rank and old.trainer == "trl"
     assert kbit_prepared(old) and not kbit_prepared(new)
     assert estimate(old).gpu_allocated_bytes > estimate(replace(old, kbit_prepared=False)).gpu_allocated_bytes
+
+
+# --- the fp32 stream on a real autograd graph (the trl stack's torch, transformers and peft) ------
+
+_PROBE = r'''
+import json, torch, torch.nn as nn, torch.nn.functional as F
+from transformers import LlamaConfig, LlamaForCausalLM
+from peft import LoraConfig, get_peft_model
+
+class BnbLike(nn.Linear):
+    """bitsandbytes 0.39 Linear4bit.forward's dtype handling: x.to(compute_dtype), matmul,
+    out.to(inp_dtype); the packed weight itself does not matter for what autograd saves here."""
+    def forward(self, x):
+        inp = x.dtype
+        return F.linear(x.to(torch.bfloat16), self.weight).to(inp)
+
+CFG = dict(hidden_size=64, intermediate_size=224, num_hidden_layers=4, num_attention_heads=4,
+           num_key_value_heads=4, vocab_size=128, max_position_embeddings=256)
+
+def build(kbit, gc):
+    torch.manual_seed(0)
+    cfg = LlamaConfig(**CFG)
+    cfg._attn_implementation = "sdpa"
+    m = LlamaForCausalLM(cfg).to(torch.bfloat16)
+    for layer in m.model.layers:
+        for parent in (layer.self_attn, layer.mlp):
+            for name, mod in list(parent.named_children()):
+                if isinstance(mod, nn.Linear):
+                    new = BnbLike(mod.in_features, mod.out_features, bias=False, dtype=torch.bfloat16)
+                    new.weight = mod.weight
+                    setattr(parent, name, new)
+    for p in m.parameters():
+        p.requires_grad_(False)
+    if kbit:  # what prepare_model_for_kbit_training does to every parameter bitsandbytes did not pack
+        for name, p in m.named_parameters():
+            if "layers." not in name or "norm" in name:
+                p.data = p.data.float()
+    if gc:
+        m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    m.enable_input_require_grads()
+    return get_peft_model(m, LoraConfig(r=4, lora_dropout=0.0, target_modules=[
+        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]))
+
+def saved(m, T=128):
+    seen = {}
+    def pack(t):
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+    ids = torch.randint(0, 128, (1, T))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            m(input_ids=ids, labels=ids)
+    return sum(seen.values())
+
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    q = torch.randn(1, 2, 8, 4)
+    sdpa = str(F.scaled_dot_product_attention(q, q, q).dtype).replace("torch.", "")
+print(json.dumps({"cfg": CFG, "T": 128, "sdpa_under_autocast": sdpa,
+                  "nogc": saved(build(True, False)) - saved(build(False, False)),
+                  "gc": saved(build(True, True)) - saved(build(False, True))}))
+'''
+
+
+@pytest.mark.framework
+def test_fp32_norms_make_the_stream_and_mlp_tensors_fp32_on_a_real_graph(tmp_path):
+    """A 4-layer Llama with bitsandbytes' dtype handling on every projection, LoRA on all of them,
+    under bf16 autocast on the CPU: casting the norms and embeddings to fp32 (the kbit preparation)
+    adds what the model's stream_bytes=4 adds. Without checkpointing: 2 more bytes for each of the
+    MLP's gate, up and product tensors per layer and token (the measured gap is within 3 % of it;
+    the rest is the norms' own fp32 work); with it: 2 more bytes per checkpointed layer input.
+    SDPA under autocast returns bf16, so attention keeps p-byte tensors (CPU autocast here; CUDA's
+    op list casts scaled_dot_product_attention the same way)."""
+    from ftrecipes import devenv
+
+    python = devenv.ensure_env("trl")
+    out = subprocess.run([str(python), "-c", _PROBE], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["sdpa_under_autocast"] == "bfloat16"
+    cfg, T = got["cfg"], got["T"]
+    (tmp_path / "config.json").write_text(json.dumps(dict(cfg, model_type="llama", architectures=["LlamaForCausalLM"])))
+    shape = resolve_model(str(tmp_path / "config.json"))
+
+    def widened(gc):
+        kw = dict(lora_rank=4, attn_implementation="sdpa", gradient_checkpointing=gc)
+        return (activations(shape, T, 1, 2, stream_bytes=4, **kw).saved_layers
+                - activations(shape, T, 1, 2, **kw).saved_layers)
+
+    assert got["nogc"] == pytest.approx(widened(False), rel=0.03)
+    # every checkpointed layer input is 2 bytes wider per element; the model keeps the first
+    # layer's input out under LoRA (frozen embedding), the probe's graph has it (the preparation
+    # makes the embedding output require grad): at most one layer's worth apart
+    L = cfg["num_hidden_layers"]
+    assert widened(True) <= got["gc"] <= widened(True) * L / (L - 1) * 1.03

@@ -43,6 +43,7 @@ def test_trl_prepares_by_release_and_method(method, release, prepared):
     {"layer_kernels": "unsloth"},                               # Unsloth hands TRL a PeftModel
     {"framework": "fsdp"},                                      # sharded QLoRA is skipped
     {"framework": "deepspeed", "zero_stage": 3},
+    {"framework": "deepspeed", "zero_stage": 2},                # the engine casts the module back
     {"trainer": "llamafactory"},                                # its own preparation, no PEFT cast
     {"trainer": "axolotl"},                                     # casts the norms back
 ])
@@ -55,6 +56,9 @@ def test_a_stated_value_wins_over_the_trainer():
     assert not kbit_prepared(replace(QLORA, trl_version="0.12.2", kbit_prepared=False))
     # it cannot apply without a quantized base: the cast is the kbit preparation's
     assert not kbit_prepared(replace(QLORA, quantization="none", kbit_prepared=True))
+    # DeepSpeed's engine casts the whole module, norms included, to its compute dtype
+    # (DeepSpeedEngine._configure_distributed_model: module.half() / .bfloat16())
+    assert not kbit_prepared(replace(QLORA, framework="deepspeed", zero_stage=2, kbit_prepared=True))
 
 
 def test_fp32_stream_doubles_the_checkpointed_inputs_and_the_mlp_tensors():

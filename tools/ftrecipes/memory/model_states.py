@@ -553,18 +553,20 @@ def kbit_prepared(s) -> bool:
     norms fp32. A norm's `weight * x` with an fp32 weight is fp32, and bitsandbytes' Linear4bit and
     MatMul8bitLt return their output in the input's dtype (`out.to(inp_dtype)`, bitsandbytes 0.39
     nn/modules.py and autograd/_functions.py), so the residual stream and the MLP's i-wide tensors
-    are fp32 from the first norm on. Setup.kbit_prepared states it; otherwise only TRL's own
-    trainers decide, by release (_TRL_KBIT_PREPARE), for a model they wrap themselves: not an
-    Unsloth model (already a PeftModel) nor sharded QLoRA (FSDP, ZeRO-3), which they skip."""
+    are fp32 from the first norm on. Under DeepSpeed they are not: its engine casts the whole
+    module to the compute dtype (DeepSpeedEngine._configure_distributed_model: module.half() or
+    .bfloat16()), norms included. Setup.kbit_prepared states whether the preparation ran;
+    otherwise only TRL's own trainers decide, by release (_TRL_KBIT_PREPARE), for a model they
+    wrap themselves: not an Unsloth model (already a PeftModel) nor sharded QLoRA (FSDP), which
+    they skip."""
     from ..pep440 import parse
     from .trl_head import TRL_DEFAULT, release
 
-    if s.quantization == "none" or not s.lora_rank:
+    if s.quantization == "none" or not s.lora_rank or s.framework == "deepspeed":
         return False
     if s.kbit_prepared is not None:
         return bool(s.kbit_prepared)
-    if s.trainer != "trl" or s.layer_kernels == "unsloth" or s.framework in ("fsdp", "fsdp2") \
-            or (s.framework == "deepspeed" and s.zero_stage == 3):
+    if s.trainer != "trl" or s.layer_kernels == "unsloth" or s.framework in ("fsdp", "fsdp2"):
         return False
     since, until = _TRL_KBIT_PREPARE.get(s.method, ("0.0", "0.0"))
     return parse(since) <= parse(release(s) or TRL_DEFAULT) < parse(until)

@@ -764,18 +764,11 @@ def _reserved(c: _Plan, gpu_peak: float, at: Phase, setup: Phase, step: Phase) -
         reclaimable = ALLOCATOR_EXPANDABLE * (reclaimable + fragmented)
         fragmented = 0.0
     reserved = allocated + ALLOCATOR_FIXED + fragmented + reclaimable
-    if c.deepspeed and c.stage == 3 and not c.s.zero3_init:
-        # DeepSpeedEngine moves the whole module to the GPU (_configure_distributed_model:
-        # module.to(device)) before ZeRO-3 partitions it parameter by parameter; the full
-        # parameters' blocks stay cached beside what training allocates (Giles Thomas'
-        # per-rank Llama-3-8B peaks, with and without expandable segments: reserved - active is
-        # about the model's bytes). Whether training splits them so that they cannot be released
-        # before an OOM is not settled by those runs, so, like setup's cache, the verdict leaves
-        # them out.
-        floor = allocated + c.xt["load"] + ALLOCATOR_FIXED
-        if floor > reserved:
-            reclaimable += floor - reserved
-            reserved = floor
+    floor = _whole_model_cache(c, allocated)
+    if floor > reserved:
+        # like setup's cache, released before an OOM: the verdict leaves it out
+        reclaimable += floor - reserved
+        reserved = floor
     recast = _step_recast(c)
     if recast:
         # from the second step on the allocator holds a second fp32 cast block beside the step's
@@ -801,6 +794,18 @@ def _reserved(c: _Plan, gpu_peak: float, at: Phase, setup: Phase, step: Phase) -
     return {"gpu_allocated_bytes": allocated, "gpu_reserved_bytes": reserved, "cuda_context_bytes": context,
             "gpu_card_bytes": reserved + context + nccl + generation, "gpu_demand_bytes": demand,
             "reclaimable": reclaimable}
+
+
+def _whole_model_cache(c: _Plan, allocated: float) -> float:
+    """The reserve ZeRO-3 without zero.Init keeps at least (0 otherwise). DeepSpeedEngine moves
+    the whole module to the GPU (_configure_distributed_model: module.to(device)) before ZeRO-3
+    partitions it parameter by parameter; the full parameters' blocks stay cached beside what
+    training allocates (Giles Thomas' per-rank Llama-3-8B peaks, with and without expandable
+    segments: reserved - active is about the model's bytes). Whether training splits them so
+    that they cannot be released before an OOM those runs do not settle."""
+    if not (c.deepspeed and c.stage == 3 and not c.s.zero3_init):
+        return 0.0
+    return allocated + c.xt["load"] + ALLOCATOR_FIXED
 
 
 def _ceiling(c: _Plan, outside_torch: float) -> float:

@@ -88,6 +88,17 @@ def test_estimate_counts_it_and_says_so():
     assert not any("prepare_model_for_kbit_training" in n for n in off.notes)
 
 
+def test_an_unstated_trl_release_is_named_where_an_older_one_would_prepare_the_model():
+    def noted(**kw):
+        return any("TRL release not stated" in n for n in estimate(replace(QLORA, **kw)).notes)
+
+    assert noted()                                  # trl, 4-bit LoRA, no release: current TRL assumed
+    assert not noted(trl_version="1.16.0")          # stated: nothing to say
+    assert not noted(kbit_prepared=False)           # the user said what ran
+    assert not noted(layer_kernels="unsloth")       # Unsloth's model is never prepared by TRL
+    assert not noted(quantization="none")
+
+
 def test_set_takes_it():
     assert parse_sets(["kbit_prepared=true"]) == {"kbit_prepared": True}
 

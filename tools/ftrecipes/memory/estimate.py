@@ -450,6 +450,12 @@ def _buffers(c: _Plan) -> None:
         if kbit_prepared(s):
             c.notes.append("PEFT's prepare_model_for_kbit_training keeps the norms in fp32, so the hidden states "
                            "and the MLP's tensors are fp32 (kbit_prepared)")
+        elif kbit_prepared(replace(s, trl_version="0.25.1" if s.method != "dpo" else "0.28.0")) \
+                and not s.trl_version and s.kbit_prepared is None:
+            # an older TRL would prepare this model: say what the unstated release changes
+            c.notes.append("TRL release not stated: estimated as a current one, which no longer calls PEFT's "
+                           "prepare_model_for_kbit_training; TRL < 0.26 (DPO < 0.29) does, and its fp32 norms make "
+                           "the hidden states fp32 (--framework-version trl=X or --set kbit_prepared=true)")
     else:
         c.notes.append("no architecture given (--params only): activations not modelled")
     largest_gather = 0  # elements ZeRO-3 must gather at once

@@ -19,8 +19,8 @@ from .deepspeed_transients import (Transients, gathers_allocate, recompute_fails
 from .host import GiB, host_bytes
 from .model_states import (accelerate_native_amp, accumulated_grads, adapters_in_fp32, check_expressed,
                            checkpoint_reentrant, expressed_states, expressed_transients, hooks_inside_checkpoint,
-                           kbit_prepared, load_bytes, rope_table_bytes, stale_optimizer_copy, uses_master_weights,
-                           zero_paper_model_states)
+                           kbit_note, kbit_prepared, load_bytes, rope_table_bytes, stale_optimizer_copy,
+                           uses_master_weights, zero_paper_model_states)
 
 PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 TIGHT_HEADROOM = 0.10
@@ -436,6 +436,7 @@ def _buffers(c: _Plan) -> None:
         # gradient written into the logits): transformers' loss never runs
         c.loss_kernel = "chunked"
     if shape is not None:
+        prepared = kbit_prepared(s)
         c.act = activations(shape, s.seq_len, s.micro_batch, c.p, lora_rank=s.lora_rank,
                             lora_target=s.lora_target, gradient_checkpointing=s.gradient_checkpointing,
                             attn_implementation=s.attn_implementation,
@@ -446,16 +447,10 @@ def _buffers(c: _Plan) -> None:
                             lora_dropout=s.lora_dropout > 0,
                             transformers_loss=s.transformers_version if _model_computes_loss(s) else None,
                             quantized_keeps=bnb_kept_input_bytes(s.quantization, s.bitsandbytes_version, c.p),
-                            layer_kernels=s.layer_kernels, stream_bytes=4 if kbit_prepared(s) else 0)
-        if kbit_prepared(s):
-            c.notes.append("PEFT's prepare_model_for_kbit_training keeps the norms in fp32, so the hidden states "
-                           "and the MLP's tensors are fp32 (kbit_prepared)")
-        elif kbit_prepared(replace(s, trl_version="0.25.1" if s.method != "dpo" else "0.28.0")) \
-                and not s.trl_version and s.kbit_prepared is None:
-            # an older TRL would prepare this model: say what the unstated release changes
-            c.notes.append("TRL release not stated: estimated as a current one, which no longer calls PEFT's "
-                           "prepare_model_for_kbit_training; TRL < 0.26 (DPO < 0.29) does, and its fp32 norms make "
-                           "the hidden states fp32 (--framework-version trl=X or --set kbit_prepared=true)")
+                            layer_kernels=s.layer_kernels, stream_bytes=4 if prepared else 0)
+        note = kbit_note(s, prepared)
+        if note:
+            c.notes.append(note)
     else:
         c.notes.append("no architecture given (--params only): activations not modelled")
     largest_gather = 0  # elements ZeRO-3 must gather at once
@@ -770,25 +765,21 @@ def _reserved(c: _Plan, gpu_peak: float, at: Phase, setup: Phase, step: Phase) -
         reclaimable = ALLOCATOR_EXPANDABLE * (reclaimable + fragmented)
         fragmented = 0.0
     reserved = allocated + ALLOCATOR_FIXED + fragmented + reclaimable
-    floor = _whole_model_cache(c, allocated)
-    if floor > reserved:
-        # like setup's cache, released before an OOM: the verdict leaves it out
-        reclaimable += floor - reserved
-        reserved = floor
     recast = _step_recast(c)
     if recast:
         # from the second step on the allocator holds a second fp32 cast block beside the step's
         # own (_step_recast); it is not released before an OOM, so it counts like allocated memory
         reserved = max(reserved, step.total_bytes - context - generation + ALLOCATOR_FIXED + recast)
+    # blocks freed during setup (DeepSpeed's __init__, or the whole model ZeRO-3 partitioned
+    # without zero.Init) stay reserved unless training's own reserve is larger; the allocator
+    # releases them before an OOM, so they never count in the verdict
+    floor = _whole_model_cache(c, allocated)
     if c.setup_cache:
-        # blocks freed during setup stay reserved (up to what the card has) unless training's own
-        # reserve is larger; the allocator releases them before an OOM, so they never count in
-        # the verdict
-        after_setup = min(setup.total_bytes - context - generation + c.setup_cache + ALLOCATOR_FIXED,
-                          c.gpu.memory_bytes - context - generation)
-        if after_setup > reserved:
-            reclaimable += after_setup - reserved
-            reserved = after_setup
+        floor = max(floor, min(setup.total_bytes - context - generation + c.setup_cache + ALLOCATOR_FIXED,
+                               c.gpu.memory_bytes - context - generation))
+    if floor > reserved:
+        reclaimable += floor - reserved
+        reserved = floor
     nccl = NCCL_BUFFERS if c.n > 1 and c.s.framework != "torch" else 0
     # torch never holds more than the card has left: when cudaMalloc fails the allocator releases
     # its wholly free cached segments and retries (DeviceCachingAllocator::malloc), so a run whose

@@ -572,6 +572,24 @@ def kbit_prepared(s) -> bool:
     return parse(since) <= parse(release(s) or TRL_DEFAULT) < parse(until)
 
 
+def kbit_note(s, prepared: bool) -> str | None:
+    """What the estimate says about the preparation: that it ran, or, for a TRL run that states no
+    release, that the releases in _TRL_KBIT_PREPARE would have run it."""
+    if prepared:
+        return ("PEFT's prepare_model_for_kbit_training keeps the norms in fp32, so the hidden states "
+                "and the MLP's tensors are fp32 (kbit_prepared)")
+    if s.trl_version or s.kbit_prepared is not None or s.method not in _TRL_KBIT_PREPARE:
+        return None
+    from dataclasses import replace
+
+    since, until = _TRL_KBIT_PREPARE[s.method]
+    if not kbit_prepared(replace(s, trl_version=since)):
+        return None
+    return (f"TRL release not stated: estimated as a current one, which no longer calls PEFT's "
+            f"prepare_model_for_kbit_training; TRL before {until} does for {s.method}, and its fp32 norms make "
+            "the hidden states fp32 (--framework-version trl=X or --set kbit_prepared=true)")
+
+
 def embedding_states_32bit(s) -> bool:
     """The Trainer gives the embedding 32-bit states under an 8-bit optimizer: a transformers
     release before EMBEDDING_32BIT_UNTIL, stated (unstated means a current one)."""
